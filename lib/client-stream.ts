@@ -1,0 +1,111 @@
+import type { ServerResponse } from 'node:http'
+import type { SseClientInfo } from './options'
+import type { ActivityKind } from './activity-log'
+
+export type CloseReason = Exclude<ActivityKind, 'accepted' | 'rejected'>
+
+export interface StreamLimits {
+  maxBufferedBytes: number
+  maxStalledHeartbeats: number
+}
+
+/** Headers of every stream; `Connection: close` makes the server, not the client, close first. */
+export const STREAM_HEADERS = Object.freeze({
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+  connection: 'close'
+})
+
+/**
+ * One client's connection. Writes never wait: a client whose unsent bytes would pass its budget
+ * is dropped, and one that stays backpressured across heartbeats is swept as dead.
+ */
+export class ClientStream implements SseClientInfo {
+  readonly connectedAt = Date.now()
+  expiresAt: number | null = null
+  private finished = false
+  private stalledBeats = 0
+  /** Bytes handed to the response so far; minus its writableLength, what the socket has taken. */
+  private queuedBytes = 0
+  private flushedAtLastBeat = 0
+  private expiryTimer: NodeJS.Timeout | undefined
+
+  constructor (
+    readonly id: string,
+    readonly remoteAddress: string | undefined,
+    private readonly res: ServerResponse,
+    private readonly limits: StreamLimits,
+    private readonly onFinish: (client: ClientStream, reason: CloseReason) => void
+  ) {}
+
+  /** Sends the stream headers and first frame, and arms the expiry timer (lifetimeMs null: none). */
+  open (firstFrame: Buffer, lifetimeMs: number | null): void {
+    this.res.on('close', () => this.finish('disconnected'))
+    this.res.writeHead(200, STREAM_HEADERS)
+    this.res.write(firstFrame)
+    if (lifetimeMs !== null) {
+      this.expiresAt = this.connectedAt + lifetimeMs
+      this.expiryTimer = setTimeout(() => this.end('expired'), lifetimeMs)
+      this.expiryTimer.unref()
+    }
+  }
+
+  get isOpen (): boolean {
+    return !this.finished
+  }
+
+  /** Queues one encoded frame; false when the client is gone or was dropped for exceeding its budget. */
+  write (frame: Buffer): boolean {
+    if (this.finished) return false
+    if (this.res.writableLength + frame.length > this.limits.maxBufferedBytes) {
+      this.end('dropped')
+      return false
+    }
+    this.queuedBytes += frame.length
+    this.res.write(frame)
+    return true
+  }
+
+  /**
+   * Called by the shared heartbeat timer. A backpressured client gets no heartbeat; one whose
+   * socket has taken no byte for maxStalledHeartbeats beats in a row is swept as dead. A slow
+   * but live reader keeps making progress and is left alone.
+   */
+  heartbeat (frame: Buffer): void {
+    if (this.finished) return
+    if (this.res.destroyed || !this.res.writable) {
+      this.end('deadSwept')
+      return
+    }
+    const flushed = this.queuedBytes - this.res.writableLength
+    const progressed = flushed !== this.flushedAtLastBeat
+    this.flushedAtLastBeat = flushed
+    if (this.res.writableNeedDrain) {
+      this.stalledBeats = progressed ? 0 : this.stalledBeats + 1
+      if (this.stalledBeats >= this.limits.maxStalledHeartbeats) this.end('deadSwept')
+      return
+    }
+    this.stalledBeats = 0
+    this.write(frame)
+  }
+
+  /** Server-side end: counted under `reason`, then the stream ends and the server closes the socket. */
+  end (reason: CloseReason): void {
+    if (this.finished) return
+    this.finish(reason)
+    if (reason === 'dropped' || reason === 'deadSwept') {
+      // Its queued bytes would only delay the close of a client we are giving up on.
+      this.res.destroy()
+    } else {
+      this.res.end()
+    }
+  }
+
+  private finish (reason: CloseReason): void {
+    if (this.finished) return
+    this.finished = true
+    clearTimeout(this.expiryTimer)
+    this.onFinish(this, reason)
+  }
+}

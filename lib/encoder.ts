@@ -1,0 +1,60 @@
+/**
+ * The SSE wire format. Every frame is encoded once into a Buffer that history and every
+ * client's writer share; field values are checked so no input can inject a field.
+ */
+
+export interface EncodableEvent {
+  data: unknown
+  event?: string
+  id?: string
+}
+
+const LINE_BREAK = /\r\n|\r|\n/
+const FORBIDDEN_IN_FIELD = /[\r\n\0]/
+
+function checkField (name: string, value: string): void {
+  if (typeof value !== 'string') {
+    throw new TypeError(`tower-sse: event ${name} must be a string, got ${typeof value}`)
+  }
+  if (FORBIDDEN_IN_FIELD.test(value)) {
+    throw new TypeError(`tower-sse: event ${name} must not contain CR, LF or NUL: ${JSON.stringify(value)}`)
+  }
+}
+
+/** The text of `data`: strings as they are, anything else as JSON. */
+export function dataText (data: unknown): string {
+  if (typeof data === 'string') return data
+  const json = JSON.stringify(data)
+  if (json === undefined) {
+    throw new TypeError(`tower-sse: event data of type ${typeof data} cannot be sent as JSON`)
+  }
+  return json
+}
+
+/** One event as a frame: optional `id:` and `event:`, one `data:` line per line of data. */
+export function encodeEvent (event: EncodableEvent): Buffer {
+  let frame = ''
+  if (event.id !== undefined) {
+    checkField('id', event.id)
+    frame += `id: ${event.id}\n`
+  }
+  if (event.event !== undefined) {
+    checkField('event', event.event)
+    frame += `event: ${event.event}\n`
+  }
+  for (const line of dataText(event.data).split(LINE_BREAK)) {
+    frame += `data: ${line}\n`
+  }
+  return Buffer.from(frame + '\n', 'utf8')
+}
+
+/** A `retry:` frame; the spec accepts ASCII digits only. */
+export function encodeRetry (ms: number): Buffer {
+  if (!Number.isSafeInteger(ms) || ms < 0) {
+    throw new TypeError(`tower-sse: retry must be a non-negative integer of ms, got ${ms}`)
+  }
+  return Buffer.from(`retry: ${ms}\n\n`, 'latin1')
+}
+
+/** The shared heartbeat: a comment line that EventSource ignores and proxies see as traffic. */
+export const HEARTBEAT_FRAME: Buffer = Buffer.from(':\n\n', 'latin1')

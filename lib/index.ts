@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { ActivityLog } from './activity-log'
+import { Admission } from './admission'
+import { ClientStream } from './client-stream'
+import { encodeEvent, encodeRetry } from './encoder'
+import { jitter } from './jitter'
+import { normalizeOptions, type TowerSseOptions } from './options'
+import { SseRegistry } from './registry'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The tower-sse registry: broadcast, size, capacity, stats() and the open clients. */
+    sse: SseRegistry
+  }
+}
+
+const towerSsePlugin: FastifyPluginCallback<TowerSseOptions> = (fastify, rawOptions, done) => {
+  const options = normalizeOptions(rawOptions)
+  const activity = new ActivityLog()
+  const registry = new SseRegistry(options.maxClients, activity)
+  const admission = new Admission(fastify, registry, activity, options)
+  fastify.decorate('sse', registry)
+
+  fastify.route({
+    method: 'GET',
+    url: options.path,
+    onRequest: admission.onRequest,
+    handler: (request: FastifyRequest, reply: FastifyReply) => {
+      // Hooks the app added between onRequest and here may have yielded: check again, still
+      // before any stream header, so the bound holds under concurrent connects.
+      const reason = admission.refusalReason()
+      if (reason !== null) {
+        admission.refuse(reply, reason)
+        return
+      }
+      reply.hijack()
+      const client = new ClientStream(randomUUID(), request.ip, reply.raw, options, registry.remove)
+      registry.add(client)
+      const lifetimeMs = options.maxAgeMs > 0
+        ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
+        : null
+      client.open(encodeRetry(jitter(options.retryMs, options.retryJitterMs, options.random)), lifetimeMs)
+      const first = options.initialEvent?.(client, request)
+      if (first !== undefined) client.write(encodeEvent(first))
+    }
+  })
+
+  // One timer for every client's heartbeat and one for the log summary; neither keeps the process alive.
+  const heartbeatTimer = setInterval(() => registry.heartbeat(), options.heartbeatMs).unref()
+  const logTimer = setInterval(
+    () => activity.flush(fastify.log, registry.size, options.logIntervalMs),
+    options.logIntervalMs
+  ).unref()
+
+  // Streams never end by themselves, so they must be ended before close() waits on connections.
+  fastify.addHook('preClose', (hookDone) => {
+    admission.close()
+    registry.endAll('shutdown')
+    hookDone()
+  })
+  fastify.addHook('onClose', (_instance: FastifyInstance, hookDone) => {
+    clearInterval(heartbeatTimer)
+    clearInterval(logTimer)
+    activity.flush(fastify.log, registry.size, options.logIntervalMs)
+    hookDone()
+  })
+  done()
+}
+
+/** The tower-sse Fastify plugin: `app.register(towerSse, options)`. */
+const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
+
+export default towerSse
+export { towerSse }
+export { DEFAULTS, TowerSseOptionError, normalizeOptions } from './options'
+export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
+export type { SseRegistry, SseStats, BroadcastOptions } from './registry'
+export { encodeEvent, encodeRetry } from './encoder'
+
+// CommonJS consumers get the plugin itself from require('tower-sse'), like every official
+// Fastify plugin, with the named exports and `.default` hanging off it.
+module.exports = Object.assign(towerSse, module.exports)

@@ -1,0 +1,161 @@
+import type { FastifyRequest } from 'fastify'
+import type { RandomSource } from './jitter'
+
+/** One event as the application describes it; `data` that is not a string is sent as JSON. */
+export interface SseEventInit {
+  data: unknown
+  /** The `event:` field (event type); omitted means a plain `message`. */
+  event?: string
+}
+
+/** What the registry tells the outside world about one connected client. */
+export interface SseClientInfo {
+  readonly id: string
+  /** Epoch milliseconds at which the stream was opened. */
+  readonly connectedAt: number
+  /** Epoch milliseconds at which the server will end the stream, or null without a max age. */
+  readonly expiresAt: number | null
+  readonly remoteAddress: string | undefined
+}
+
+export interface TowerSseOptions {
+  /** Route path of the event stream. */
+  path?: string
+  /** Streams held open at once; the next one is refused, no live client is ever evicted. */
+  maxClients?: number
+  /** Reconnection time sent as the first frame (`retry:`), in ms. */
+  retryMs?: number
+  /** Each client's `retry:` is drawn uniformly from retryMs ± retryJitterMs. */
+  retryJitterMs?: number
+  /** `Retry-After` on a refusal, in whole seconds. */
+  retryAfterSeconds?: number
+  /** Period of the one shared heartbeat timer (comment frame + dead-client sweep), in ms. */
+  heartbeatMs?: number
+  /** Lifetime of a stream before the server ends it, in ms; 0 disables expiry. */
+  maxAgeMs?: number
+  /** Each client's lifetime is drawn uniformly from maxAgeMs ± maxAgeJitterMs. */
+  maxAgeJitterMs?: number
+  /** Length of one summary-log window, in ms. */
+  logIntervalMs?: number
+  /** Unsent bytes a client may have queued before it is dropped as too slow. */
+  maxBufferedBytes?: number
+  /** Heartbeats a backpressured client may miss before it is swept as dead. */
+  maxStalledHeartbeats?: number
+  /** The first event a new client receives (Tower sends `{"type":"connected","id":…}`). */
+  initialEvent?: (client: SseClientInfo, request: FastifyRequest) => SseEventInit | undefined
+  /** Uniform random source for every jitter; replace it only to make tests repeatable. */
+  random?: RandomSource
+}
+
+export type NormalizedOptions = Required<Omit<TowerSseOptions, 'initialEvent'>> &
+  Pick<TowerSseOptions, 'initialEvent'>
+
+/** Every default in one place; the README's options table mirrors this object. */
+export const DEFAULTS = Object.freeze({
+  path: '/api/events',
+  maxClients: 200,
+  retryMs: 5000,
+  retryJitterMs: 1000,
+  retryAfterSeconds: 5,
+  heartbeatMs: 30_000,
+  maxAgeMs: 300_000,
+  maxAgeJitterMs: 60_000,
+  logIntervalMs: 30_000,
+  maxBufferedBytes: 1024 * 1024,
+  maxStalledHeartbeats: 2
+})
+
+/** Thrown at register time; its message names the option and the value that was refused. */
+export class TowerSseOptionError extends TypeError {
+  readonly option: string
+  constructor (option: string, value: unknown, expected: string) {
+    super(`tower-sse: option "${option}" must be ${expected}, got ${describe(value)}`)
+    this.name = 'TowerSseOptionError'
+    this.option = option
+  }
+}
+
+function describe (value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'bigint') return `${value}n`
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+type IntegerRule = { min: number, max?: number }
+const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path'>, IntegerRule> = {
+  maxClients: { min: 1 },
+  retryMs: { min: 0 },
+  retryJitterMs: { min: 0 },
+  retryAfterSeconds: { min: 1 },
+  heartbeatMs: { min: 1, max: 2 ** 31 - 1 },
+  maxAgeMs: { min: 0, max: 2 ** 31 - 1 },
+  maxAgeJitterMs: { min: 0 },
+  logIntervalMs: { min: 1, max: 2 ** 31 - 1 },
+  maxBufferedBytes: { min: 1 },
+  maxStalledHeartbeats: { min: 1 }
+}
+
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), 'initialEvent', 'random'])
+
+function integer (name: string, value: unknown, rule: IntegerRule): number {
+  const ok = typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min &&
+    (rule.max === undefined || value <= rule.max)
+  if (!ok) {
+    const range = rule.max === undefined ? `>= ${rule.min}` : `between ${rule.min} and ${rule.max}`
+    throw new TowerSseOptionError(name, value, `an integer ${range}`)
+  }
+  return value as number
+}
+
+/** Applies defaults and checks every option and every combination, once, at register time. */
+export function normalizeOptions (input: TowerSseOptions | undefined): NormalizedOptions {
+  const given: Record<string, unknown> = { ...(input ?? {}) }
+  for (const key of Object.keys(given)) {
+    if (!KNOWN.has(key) && !isFastifyRegisterOption(key)) {
+      throw new TowerSseOptionError(key, given[key], `one of the known options (${[...KNOWN].join(', ')})`)
+    }
+  }
+  const pick = (key: keyof typeof DEFAULTS): unknown => given[key] === undefined ? DEFAULTS[key] : given[key]
+
+  const path = pick('path')
+  if (typeof path !== 'string' || !path.startsWith('/')) {
+    throw new TowerSseOptionError('path', path, 'a string starting with "/"')
+  }
+  const numbers = {} as Record<keyof typeof INTEGER_RULES, number>
+  for (const key of Object.keys(INTEGER_RULES) as Array<keyof typeof INTEGER_RULES>) {
+    numbers[key] = integer(key, pick(key), INTEGER_RULES[key])
+  }
+  if (numbers.retryJitterMs > numbers.retryMs) {
+    throw new TowerSseOptionError('retryJitterMs', numbers.retryJitterMs, `at most retryMs (${numbers.retryMs})`)
+  }
+  if (numbers.maxAgeMs > 0 && numbers.maxAgeJitterMs >= numbers.maxAgeMs) {
+    throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, `less than maxAgeMs (${numbers.maxAgeMs})`)
+  }
+  if (numbers.maxAgeMs + numbers.maxAgeJitterMs > 2 ** 31 - 1) {
+    throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, 'small enough that maxAgeMs + maxAgeJitterMs fits a timer (2^31 - 1 ms)')
+  }
+  const initialEvent = given.initialEvent
+  if (initialEvent !== undefined && typeof initialEvent !== 'function') {
+    throw new TowerSseOptionError('initialEvent', initialEvent, 'a function (client, request) => event')
+  }
+  const random = given.random ?? Math.random
+  if (typeof random !== 'function') {
+    throw new TowerSseOptionError('random', random, 'a function returning a number in [0, 1)')
+  }
+  return {
+    path,
+    ...numbers,
+    initialEvent: initialEvent as TowerSseOptions['initialEvent'],
+    random: random as RandomSource
+  }
+}
+
+// Fastify passes its own register options (prefix, logLevel, …) through to the plugin.
+function isFastifyRegisterOption (key: string): boolean {
+  return key === 'prefix' || key === 'logLevel' || key === 'logSerializers'
+}

@@ -1,0 +1,152 @@
+import net from 'node:net'
+import t from 'tap'
+import { startApp } from './fixtures/app'
+import { connect, waitFor } from './fixtures/sse-connection'
+
+t.test('stream headers, retry: first, then the initial event', async (t) => {
+  const { app, port } = await startApp({
+    initialEvent: (client) => ({ data: { type: 'connected', id: client.id } })
+  })
+  t.teardown(() => app.close())
+  const c = await connect(port)
+  t.equal(c.status, 200)
+  t.equal(c.headers['content-type'], 'text/event-stream; charset=utf-8')
+  t.equal(c.headers['cache-control'], 'no-cache')
+  t.equal(c.headers['x-accel-buffering'], 'no')
+  t.equal(c.headers.connection, 'close')
+  const first = await c.nextEvent(0)
+  t.match(c.body, /^retry: \d+\n\n/, 'the first frame is retry:')
+  const [client] = [...app.sse]
+  t.same(JSON.parse(first.data), { type: 'connected', id: client.id })
+  t.ok(client.connectedAt <= Date.now())
+  t.ok(client.expiresAt !== null && client.expiresAt > client.connectedAt)
+  c.destroy()
+})
+
+t.test('retry: is drawn per client within retryMs ± retryJitterMs', async (t) => {
+  const { app, port } = await startApp({ retryMs: 5000, retryJitterMs: 1000 })
+  t.teardown(() => app.close())
+  const conns = await Promise.all(Array.from({ length: 40 }, () => connect(port)))
+  await waitFor('every retry: frame', () => conns.every((c) => c.retries.length === 1))
+  const values = conns.map((c) => c.retries[0])
+  t.ok(values.every((v) => v >= 4000 && v <= 6000), `all in [4000, 6000]: ${values.join(',')}`)
+  t.ok(new Set(values).size > 10, 'clients get different values, not one constant')
+  for (const c of conns) c.destroy()
+})
+
+t.test('retry: bounds are reached exactly with an extreme random source', async (t) => {
+  for (const [draw, expected] of [[0, 4000], [0.9999999, 6000]] as const) {
+    const { app, port } = await startApp({ retryMs: 5000, retryJitterMs: 1000, random: () => draw })
+    const c = await connect(port)
+    await waitFor('retry frame', () => c.retries.length === 1)
+    t.equal(c.retries[0], expected)
+    c.destroy()
+    await app.close()
+  }
+})
+
+t.test('the shared heartbeat reaches every client as a comment', async (t) => {
+  const { app, port } = await startApp({ heartbeatMs: 40 })
+  t.teardown(() => app.close())
+  const conns = await Promise.all([connect(port), connect(port), connect(port)])
+  await waitFor('two heartbeats on every stream', () => conns.every((c) => c.comments.length >= 2))
+  t.pass('heartbeats arrived')
+  t.equal(conns[0].events.length, 0, 'a heartbeat is not an event')
+  for (const c of conns) c.destroy()
+})
+
+t.test('a client that stops reading is swept as dead after missed heartbeats', async (t) => {
+  const { app, port } = await startApp({ heartbeatMs: 50, maxStalledHeartbeats: 2, maxBufferedBytes: 256 * 1024 * 1024 })
+  t.teardown(() => app.close())
+  const healthy = await connect(port)
+  const stalled = net.connect(port, '127.0.0.1')
+  stalled.write('GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n')
+  await waitFor('both streams open', () => app.sse.size === 2)
+  stalled.pause()
+  // Fill the kernel buffers and then the server's own queue for the stalled client.
+  const chunk = 'x'.repeat(1024 * 1024)
+  for (let i = 0; i < 24; i++) app.sse.broadcast(chunk)
+  await waitFor('the stalled client to be swept', () => app.sse.stats().deadSwept === 1, 10_000)
+  t.equal(app.sse.size, 1)
+  t.equal(healthy.isEnded(), false, 'the healthy client stays')
+  await waitFor('the healthy client to receive everything', () => healthy.events.length === 24, 10_000)
+  stalled.destroy()
+  healthy.destroy()
+})
+
+t.test('max age: the server ends the stream within maxAgeMs ± maxAgeJitterMs', async (t) => {
+  const { app, port } = await startApp({ maxAgeMs: 400, maxAgeJitterMs: 150 })
+  t.teardown(() => app.close())
+  const started = Date.now()
+  const c = await connect(port)
+  await c.ended
+  const lived = Date.now() - started
+  t.ok(lived >= 250 - 5 && lived <= 550 + 250, `lived ${lived} ms, window [250, 550]`)
+  t.equal(app.sse.stats().expired, 1)
+  t.equal(app.sse.size, 0)
+})
+
+t.test('100 clients that connect together expire spread across the jitter window', async (t) => {
+  const { app, port } = await startApp({ maxClients: 100, maxAgeMs: 1000, maxAgeJitterMs: 500 })
+  t.teardown(() => app.close())
+  const conns = await Promise.all(Array.from({ length: 100 }, () => connect(port)))
+  const planned = [...app.sse].map((c) => (c.expiresAt as number) - c.connectedAt)
+  t.ok(planned.every((ms) => ms >= 500 && ms <= 1500), 'every lifetime drawn inside [500, 1500]')
+  const endedAt: number[] = []
+  await Promise.all(conns.map((c) => c.ended.then(() => endedAt.push(Date.now()))))
+  const first = Math.min(...endedAt)
+  const spread = Math.max(...endedAt) - first
+  const buckets = new Set(endedAt.map((ms) => Math.floor((ms - first) / 50)))
+  t.ok(spread >= 500, `expiries spread over ${spread} ms of a 1000 ms window`)
+  t.ok(buckets.size >= 10, `expiries fall in ${buckets.size} distinct 50 ms slots, not one burst`)
+  t.equal(app.sse.stats().expired, 100)
+  t.comment(`expiry spread ${spread} ms across ${buckets.size} of 20 slots`)
+})
+
+t.test('maxAgeMs 0 disables expiry', async (t) => {
+  const { app, port } = await startApp({ maxAgeMs: 0, maxAgeJitterMs: 0 })
+  t.teardown(() => app.close())
+  const c = await connect(port)
+  await waitFor('stream open', () => app.sse.size === 1)
+  t.equal([...app.sse][0].expiresAt, null)
+  c.destroy()
+})
+
+t.test('broadcast: encoded once, delivered to every client, returns the count', async (t) => {
+  const { app, port } = await startApp()
+  t.teardown(() => app.close())
+  const conns = await Promise.all(Array.from({ length: 5 }, () => connect(port)))
+  await waitFor('5 streams', () => app.sse.size === 5)
+  t.equal(app.sse.broadcast({ hello: 'world' }), 5)
+  t.equal(app.sse.broadcast('line one\nline two', { event: 'note' }), 5)
+  await waitFor('both events everywhere', () => conns.every((c) => c.events.length === 2))
+  for (const c of conns) {
+    t.same(JSON.parse(c.events[0].data), { hello: 'world' })
+    t.equal(c.events[1].event, 'note')
+    t.equal(c.events[1].data, 'line one\nline two')
+  }
+  t.throws(() => app.sse.broadcast('x', { event: 'bad\nevent: injected' }), TypeError)
+  for (const c of conns) c.destroy()
+  await waitFor('all gone', () => app.sse.size === 0)
+  t.equal(app.sse.broadcast('nobody'), 0)
+})
+
+t.test('a client over its byte budget is dropped while others keep receiving', async (t) => {
+  const { app, port } = await startApp({ maxBufferedBytes: 2 * 1024 * 1024, heartbeatMs: 60_000 })
+  t.teardown(() => app.close())
+  const healthy = await connect(port)
+  const stalled = net.connect(port, '127.0.0.1')
+  stalled.write('GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n')
+  await waitFor('both streams open', () => app.sse.size === 2)
+  stalled.pause()
+  const chunk = 'y'.repeat(256 * 1024)
+  for (let i = 0; i < 80; i++) {
+    app.sse.broadcast(chunk)
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  await waitFor('the stalled client to be dropped', () => app.sse.stats().dropped === 1)
+  t.equal(app.sse.size, 1)
+  await waitFor('the healthy client to receive all 80', () => healthy.events.length === 80, 10_000)
+  stalled.destroy()
+  healthy.destroy()
+})
