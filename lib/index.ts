@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission'
@@ -16,7 +16,7 @@ declare module 'fastify' {
   }
 }
 
-const towerSsePlugin: FastifyPluginCallback<TowerSseOptions> = (fastify, rawOptions, done) => {
+const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   const activity = new ActivityLog()
   const registry = new SseRegistry(options.maxClients, activity)
@@ -66,7 +66,6 @@ const towerSsePlugin: FastifyPluginCallback<TowerSseOptions> = (fastify, rawOpti
     activity.flush(fastify.log, registry.size, options.logIntervalMs)
     hookDone()
   })
-  done()
 }
 
 /** The tower-sse Fastify plugin: `app.register(towerSse, options)`. */

@@ -1,0 +1,59 @@
+import { Writable } from 'node:stream'
+import t from 'tap'
+import { startApp } from './fixtures/app'
+import { connect } from './fixtures/sse-connection'
+
+/** A logger destination that keeps every line Fastify writes. */
+function captureLines (): { lines: Array<Record<string, unknown>>, stream: Writable } {
+  const lines: Array<Record<string, unknown>> = []
+  const stream = new Writable({
+    write (chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line))
+      callback()
+    }
+  })
+  return { lines, stream }
+}
+
+t.test('a storm of 1,000 connects and refusals writes at most one summary line per window', async (t) => {
+  const { lines, stream } = captureLines()
+  const windowMs = 250
+  const { app, port } = await startApp(
+    { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, maxAgeJitterMs: 0 },
+    { logger: { level: 'info', stream }, disableRequestLogging: true }
+  )
+  const linesBeforeStorm = lines.length
+  const started = Date.now()
+  let attempts = 0
+  while (attempts < 1000) {
+    const batch = await Promise.all(Array.from({ length: 50 }, () => connect(port)))
+    attempts += batch.length
+    // Half the admitted clients leave at once, so the window sees connects, closes and refusals.
+    for (const c of batch.filter((c) => c.status === 200).slice(0, 10)) c.destroy()
+    await Promise.all(batch.filter((c) => c.status !== 200).map((c) => c.ended))
+  }
+  await new Promise((resolve) => setTimeout(resolve, windowMs * 2))
+  const elapsed = Date.now() - started
+  const summaries = lines.filter((l) => typeof l.tower_sse === 'object')
+  const windows = Math.ceil(elapsed / windowMs) + 1
+  t.ok(summaries.length >= 1, 'the storm was reported')
+  t.ok(summaries.length <= windows, `${summaries.length} summary lines for ${windows} windows`)
+  t.equal(lines.length - linesBeforeStorm, summaries.length, 'no other line was written: nothing per connection')
+  const warned = summaries.filter((l) => l.level === 40)
+  t.ok(warned.length >= 1, 'windows with refusals are logged at warn')
+  const totals = summaries.reduce<Record<string, number>>((sum, l) => {
+    for (const [k, v] of Object.entries(l.tower_sse as Record<string, number>)) sum[k] = (sum[k] ?? 0) + v
+    return sum
+  }, {})
+  const stats = app.sse.stats()
+  t.equal(totals.accepted, stats.accepted, 'the summaries add up to every connect')
+  t.equal(totals.rejected, stats.rejected, 'and to every refusal')
+  t.equal(stats.accepted + stats.rejected, 1000)
+  t.match(String(warned[0].msg), /^tower-sse: \d+ connects, \d+ closes .* \d+ rejected; \d+ open, peak \d+$/)
+  // A quiet window writes nothing.
+  const before = lines.length
+  await new Promise((resolve) => setTimeout(resolve, windowMs * 3))
+  t.equal(lines.length, before, 'quiet windows are silent')
+  await app.close()
+  t.comment(`${stats.accepted + stats.rejected} connects/refusals over ${elapsed} ms -> ${summaries.length} lines`)
+})

@@ -1,0 +1,44 @@
+import { createHook } from 'node:async_hooks'
+import t from 'tap'
+import { startApp } from './fixtures/app'
+import { connect } from './fixtures/sse-connection'
+
+t.test('close() with 200 open streams ends them all and resolves promptly', async (t) => {
+  const { app, port } = await startApp({ maxClients: 200 })
+  const conns = await Promise.all(Array.from({ length: 200 }, () => connect(port)))
+  t.equal(conns.filter((c) => c.status === 200).length, 200)
+  const started = process.hrtime.bigint()
+  // Without the preClose hook this would wait forever on open streams; the bound only catches a hang.
+  const closed = await Promise.race([
+    app.close().then(() => true),
+    new Promise<false>((resolve) => setTimeout(() => resolve(false), 5000).unref())
+  ])
+  const ms = Number(process.hrtime.bigint() - started) / 1e6
+  t.ok(closed, 'close() resolved')
+  await Promise.all(conns.map((c) => c.ended))
+  t.equal(app.sse.size, 0)
+  t.equal(app.sse.stats().shutdown, 200, 'every stream was ended by the server at shutdown')
+  t.comment(`close() with 200 streams took ${ms.toFixed(1)} ms`)
+})
+
+t.test('every timer the plugin starts is gone after close()', async (t) => {
+  // Track Timeout resources created while the app lives; an interval left running is never destroyed.
+  const live = new Map<number, string>()
+  let tracking = true
+  const hook = createHook({
+    init (asyncId, type, _trigger, resource) {
+      if (tracking && type === 'Timeout') live.set(asyncId, String((resource as { _onTimeout?: unknown })._onTimeout).slice(0, 120))
+    },
+    destroy (asyncId) { live.delete(asyncId) }
+  }).enable()
+  const { app, port } = await startApp({ heartbeatMs: 20, logIntervalMs: 20, maxAgeMs: 10_000, maxAgeJitterMs: 0 })
+  const c = await connect(port)
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  t.ok(live.size >= 3, `heartbeat, log and expiry timers were running (${live.size})`)
+  await app.close()
+  await c.ended
+  tracking = false
+  await new Promise((resolve) => setTimeout(resolve, 30))
+  hook.disable()
+  t.same([...live.values()], [], 'no timer outlives close()')
+})

@@ -1,0 +1,58 @@
+import t from 'tap'
+import Fastify from 'fastify'
+import towerSse, { DEFAULTS, normalizeOptions } from '../lib/index'
+
+t.test('defaults fill every option', async (t) => {
+  const options = normalizeOptions(undefined)
+  t.match(options, DEFAULTS)
+  t.equal(options.random, Math.random)
+  t.equal(options.initialEvent, undefined)
+})
+
+const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
+  ['path', { path: 'api/events' }, /option "path" must be a string starting with "\/", got "api\/events"/],
+  ['path', { path: 42 }, /option "path" .* got 42/],
+  ['maxClients', { maxClients: 0 }, /option "maxClients" must be an integer >= 1, got 0/],
+  ['maxClients', { maxClients: 2.5 }, /option "maxClients" .* got 2\.5/],
+  ['maxClients', { maxClients: '200' }, /option "maxClients" .* got "200"/],
+  ['maxClients', { maxClients: Number.NaN }, /option "maxClients" .* got null|NaN/],
+  ['retryMs', { retryMs: -1 }, /option "retryMs" must be an integer >= 0, got -1/],
+  ['retryJitterMs', { retryMs: 1000, retryJitterMs: 2000 }, /option "retryJitterMs" must be at most retryMs \(1000\), got 2000/],
+  ['retryAfterSeconds', { retryAfterSeconds: 0 }, /option "retryAfterSeconds" must be an integer >= 1, got 0/],
+  ['heartbeatMs', { heartbeatMs: 0 }, /option "heartbeatMs" must be an integer between 1 and 2147483647, got 0/],
+  ['heartbeatMs', { heartbeatMs: 2 ** 31 }, /option "heartbeatMs" .* got 2147483648/],
+  ['maxAgeMs', { maxAgeMs: -5 }, /option "maxAgeMs" .* got -5/],
+  ['maxAgeJitterMs', { maxAgeMs: 1000, maxAgeJitterMs: 1000 }, /option "maxAgeJitterMs" must be less than maxAgeMs \(1000\), got 1000/],
+  ['maxAgeJitterMs', { maxAgeMs: 0, maxAgeJitterMs: 2 ** 31 }, /option "maxAgeJitterMs" must be small enough/],
+  ['logIntervalMs', { logIntervalMs: 0 }, /option "logIntervalMs" .* got 0/],
+  ['maxBufferedBytes', { maxBufferedBytes: 0 }, /option "maxBufferedBytes" .* got 0/],
+  ['maxStalledHeartbeats', { maxStalledHeartbeats: 0 }, /option "maxStalledHeartbeats" .* got 0/],
+  ['initialEvent', { initialEvent: 'hello' }, /option "initialEvent" must be a function .* got "hello"/],
+  ['random', { random: 4 }, /option "random" must be a function .* got 4/],
+  ['maxclients', { maxclients: 5 }, /option "maxclients" must be one of the known options \(.*maxClients.*\), got 5/]
+]
+
+for (const [name, input, message] of BAD) {
+  t.test(`bad ${name} is refused at register time: ${JSON.stringify(input) ?? ''}`, async (t) => {
+    t.throws(() => normalizeOptions(input), { name: 'TowerSseOptionError', option: name, message })
+    const app = Fastify()
+    await t.rejects(async () => { await app.register(towerSse, input) }, { name: 'TowerSseOptionError', message },
+      'the same error surfaces from app.register()')
+  })
+}
+
+t.test('the error describes values JSON cannot', async (t) => {
+  t.throws(() => normalizeOptions({ maxClients: 10n as unknown as number }), { message: /got 10n/ })
+  const circular: Record<string, unknown> = {}
+  circular.self = circular
+  t.throws(() => normalizeOptions({ path: circular as unknown as string }), { message: /got \[object Object\]/ })
+  t.throws(() => normalizeOptions({ path: (() => '/') as unknown as string }), { message: /got a function/ })
+  t.throws(() => normalizeOptions({ path: Symbol('x') as unknown as string }), { message: /got Symbol\(x\)/ })
+})
+
+t.test('Fastify register options (prefix, logLevel) are not mistaken for unknown options', async (t) => {
+  const app = Fastify()
+  await app.register(towerSse, { logLevel: 'warn', maxClients: 3 } as never)
+  t.equal(app.sse.capacity, 3)
+  await app.close()
+})

@@ -1,0 +1,36 @@
+// Compile-time checks run by `npm run typecheck` (tsc over test/); the runtime part checks the
+// module shapes that CommonJS, ESM and TypeScript consumers rely on.
+import t from 'tap'
+import Fastify from 'fastify'
+import towerSse, { towerSse as named, type SseStats, type TowerSseOptions } from '../lib/index'
+
+const good: TowerSseOptions = { maxClients: 10, initialEvent: (client) => ({ data: { id: client.id } }) }
+// @ts-expect-error maxClients is a number
+const badType: TowerSseOptions = { maxClients: '10' }
+// @ts-expect-error unknown options are a compile error too
+const unknown: TowerSseOptions = { maxclients: 10 }
+void badType
+void unknown
+
+t.test('fastify.sse is typed through declaration merging', async (t) => {
+  const app = Fastify()
+  await app.register(towerSse, good)
+  const delivered: number = app.sse.broadcast({ a: 1 }, { event: 'x' })
+  const stats: SseStats = app.sse.stats()
+  // @ts-expect-error broadcast options are checked
+  app.sse.broadcast('x', { evnt: 'typo' })
+  t.equal(delivered, 0)
+  t.equal(stats.capacity, 10)
+  await app.close()
+})
+
+t.test('require(\'tower-sse\') is the plugin, with default and named exports', async (t) => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const required = require('../lib/index')
+  t.equal(typeof required, 'function')
+  t.equal(required, named)
+  t.equal(required.default, required)
+  t.equal(required.towerSse, required)
+  t.equal(required[Symbol.for('fastify.display-name')], 'tower-sse')
+  t.equal(towerSse, required)
+})
