@@ -34,6 +34,8 @@ export class ClientStream implements SseClientInfo {
   constructor (
     readonly id: string,
     readonly remoteAddress: string | undefined,
+    /** null: every event; otherwise untopiced events and these topics. */
+    readonly topics: ReadonlySet<string> | null,
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: ClientStream, reason: CloseReason) => void
@@ -53,6 +55,10 @@ export class ClientStream implements SseClientInfo {
 
   get isOpen (): boolean {
     return !this.finished
+  }
+
+  wants (topic: string | undefined): boolean {
+    return topic === undefined || this.topics === null || this.topics.has(topic)
   }
 
   /** Queues one encoded frame; false when the client is gone or was dropped for exceeding its budget. */

@@ -8,6 +8,7 @@ import { encodeEvent, encodeRetry } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import { SseRegistry } from './registry'
+import { readSubscription, SubscriptionError, type Subscription } from './subscription'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -19,7 +20,7 @@ declare module 'fastify' {
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   const activity = new ActivityLog()
-  const registry = new SseRegistry(options.maxClients, activity)
+  const registry = new SseRegistry({ capacity: options.maxClients, ...options }, activity)
   const admission = new Admission(fastify, registry, activity, options)
   fastify.decorate('sse', registry)
 
@@ -35,15 +36,23 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
         admission.refuse(reply, reason)
         return
       }
+      let subscription: Subscription
+      try {
+        subscription = readSubscription(request, options.topicsFromRequest)
+      } catch (error) {
+        if (!(error instanceof SubscriptionError)) throw error
+        void reply.code(400).send(error)
+        return
+      }
       reply.hijack()
-      const client = new ClientStream(randomUUID(), request.ip, reply.raw, options, registry.remove)
-      registry.add(client)
+      const client = new ClientStream(randomUUID(), request.ip, subscription.topics, reply.raw, options, registry.remove)
       const lifetimeMs = options.maxAgeMs > 0
         ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
         : null
       client.open(encodeRetry(jitter(options.retryMs, options.retryJitterMs, options.random)), lifetimeMs)
       const first = options.initialEvent?.(client, request)
       if (first !== undefined) client.write(encodeEvent(first))
+      registry.add(client, subscription.lastEventId)
     }
   })
 
@@ -75,6 +84,7 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS, TowerSseOptionError, normalizeOptions } from './options'
 export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
+export type { TopicsFromRequest } from './subscription'
 export type { SseRegistry, SseStats, BroadcastOptions } from './registry'
 export { encodeEvent, encodeRetry } from './encoder'
 

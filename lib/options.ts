@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { RandomSource } from './jitter'
+import type { TopicsFromRequest } from './subscription'
 
 /** One event as the application describes it; `data` that is not a string is sent as JSON. */
 export interface SseEventInit {
@@ -41,14 +42,20 @@ export interface TowerSseOptions {
   maxBufferedBytes?: number
   /** Heartbeats a backpressured client may miss before it is swept as dead. */
   maxStalledHeartbeats?: number
+  /** Broadcasts kept for Last-Event-ID replay, by count; 0 keeps none (every resume resyncs). */
+  historyMaxEvents?: number
+  /** …and by total frame bytes (the newest event is always kept). */
+  historyMaxBytes?: number
+  /** The topics a client subscribes to; default: `?topics=a,b`. Return null for every event. */
+  topicsFromRequest?: TopicsFromRequest
   /** The first event a new client receives (Tower sends `{"type":"connected","id":…}`). */
   initialEvent?: (client: SseClientInfo, request: FastifyRequest) => SseEventInit | undefined
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
 }
 
-export type NormalizedOptions = Required<Omit<TowerSseOptions, 'initialEvent'>> &
-  Pick<TowerSseOptions, 'initialEvent'>
+type OptionalHooks = 'initialEvent' | 'topicsFromRequest'
+export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> & Pick<TowerSseOptions, OptionalHooks>
 
 /** Every default in one place; the README's options table mirrors this object. */
 export const DEFAULTS = Object.freeze({
@@ -62,7 +69,9 @@ export const DEFAULTS = Object.freeze({
   maxAgeJitterMs: 60_000,
   logIntervalMs: 30_000,
   maxBufferedBytes: 1024 * 1024,
-  maxStalledHeartbeats: 2
+  maxStalledHeartbeats: 2,
+  historyMaxEvents: 1000,
+  historyMaxBytes: 1024 * 1024
 })
 
 /** Thrown at register time; its message names the option and the value that was refused. */
@@ -97,10 +106,13 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path'>, IntegerRule>
   maxAgeJitterMs: { min: 0 },
   logIntervalMs: { min: 1, max: 2 ** 31 - 1 },
   maxBufferedBytes: { min: 1 },
-  maxStalledHeartbeats: { min: 1 }
+  maxStalledHeartbeats: { min: 1 },
+  historyMaxEvents: { min: 0 },
+  historyMaxBytes: { min: 0 }
 }
 
-const KNOWN = new Set<string>([...Object.keys(DEFAULTS), 'initialEvent', 'random'])
+const HOOKS = ['initialEvent', 'topicsFromRequest', 'random'] as const
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS])
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
   const ok = typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min &&
@@ -139,19 +151,17 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   if (numbers.maxAgeMs + numbers.maxAgeJitterMs > 2 ** 31 - 1) {
     throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, 'small enough that maxAgeMs + maxAgeJitterMs fits a timer (2^31 - 1 ms)')
   }
-  const initialEvent = given.initialEvent
-  if (initialEvent !== undefined && typeof initialEvent !== 'function') {
-    throw new TowerSseOptionError('initialEvent', initialEvent, 'a function (client, request) => event')
-  }
-  const random = given.random ?? Math.random
-  if (typeof random !== 'function') {
-    throw new TowerSseOptionError('random', random, 'a function returning a number in [0, 1)')
+  const hook = <T>(name: typeof HOOKS[number], expected: string): T | undefined => {
+    const value = given[name]
+    if (value !== undefined && typeof value !== 'function') throw new TowerSseOptionError(name, value, expected)
+    return value as T | undefined
   }
   return {
     path,
     ...numbers,
-    initialEvent: initialEvent as TowerSseOptions['initialEvent'],
-    random: random as RandomSource
+    initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
+    topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
+    random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
   }
 }
 

@@ -1,17 +1,32 @@
 import type { ActivityLog, ActivityCounts } from './activity-log'
 import type { ClientStream, CloseReason } from './client-stream'
 import { encodeEvent, HEARTBEAT_FRAME } from './encoder'
+import { formatEventId, newEpoch, type ParsedEventId } from './event-id'
+import { History } from './history'
 import type { SseClientInfo } from './options'
+import { isValidTopic } from './subscription'
 
 export interface BroadcastOptions {
   /** The `event:` field; omitted means a plain `message`. */
   event?: string
+  /** Only clients that subscribed to this topic (or to every event) receive it. */
+  topic?: string
 }
 
 export interface SseStats extends ActivityCounts {
   current: number
   peak: number
   capacity: number
+  /** Broadcasts made so far, and how many of them history still holds for replay. */
+  events: number
+  historyEvents: number
+  historyBytes: number
+}
+
+export interface RegistryLimits {
+  capacity: number
+  historyMaxEvents: number
+  historyMaxBytes: number
 }
 
 /**
@@ -19,10 +34,16 @@ export interface SseStats extends ActivityCounts {
  * `capacity` and never closes a live client to make room: admission refuses instead.
  */
 export class SseRegistry implements Iterable<SseClientInfo> {
+  readonly capacity: number
   private readonly clients = new Map<string, ClientStream>()
+  private readonly history: History
+  private readonly epoch = newEpoch()
   private peakSize = 0
 
-  constructor (readonly capacity: number, private readonly activity: ActivityLog) {}
+  constructor (limits: RegistryLimits, private readonly activity: ActivityLog) {
+    this.capacity = limits.capacity
+    this.history = new History(limits.historyMaxEvents, limits.historyMaxBytes)
+  }
 
   get size (): number {
     return this.clients.size
@@ -32,13 +53,36 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     return this.clients.size < this.capacity
   }
 
-  /** Admits an opened stream; the caller has checked `hasRoom` in the same tick. */
-  add (client: ClientStream): void {
+  /** The id of the newest broadcast, or null before the first. */
+  get lastEventId (): string | null {
+    return this.history.lastSeq === 0 ? null : formatEventId(this.epoch, this.history.lastSeq)
+  }
+
+  /**
+   * Admits an opened stream and, if it resumes from `lastEventId`, queues what it missed — in the
+   * same tick, so no broadcast can fall between replay and live events.
+   */
+  add (client: ClientStream, lastEventId: ParsedEventId | null): void {
     if (!this.hasRoom) throw new Error('tower-sse: registry is full; admission must refuse before add()')
     this.clients.set(client.id, client)
     if (this.clients.size > this.peakSize) this.peakSize = this.clients.size
     this.activity.count('accepted')
     this.activity.observeSize(this.clients.size)
+    if (lastEventId !== null) this.resume(client, lastEventId)
+  }
+
+  private resume (client: ClientStream, from: ParsedEventId): void {
+    const result = from.epoch === this.epoch ? this.history.since(from.seq) : { kind: 'resync', reason: 'unknown' } as const
+    if (result.kind === 'replay') {
+      for (const entry of result.entries) {
+        if (client.wants(entry.topic) && !client.write(entry.frame)) return
+      }
+      return
+    }
+    // Too far behind (or not one of our ids): say so, rather than leave a silent gap. The id moves
+    // the client's Last-Event-ID to now, so its next reconnect resumes from here.
+    const latest = this.lastEventId
+    client.write(encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason: result.reason, lastEventId: latest } }))
   }
 
   /** Called once per client when its stream is over, whoever ended it. */
@@ -47,14 +91,20 @@ export class SseRegistry implements Iterable<SseClientInfo> {
   }
 
   /**
-   * Sends one event to every open stream: encoded once, written to each without waiting.
+   * Sends one event to every open stream that wants it: given the next id, encoded once into a
+   * Buffer that history and every client share, queued without waiting on any client.
    * Returns how many clients it was queued for.
    */
   broadcast (data: unknown, options: BroadcastOptions = {}): number {
-    const frame = encodeEvent({ data, event: options.event })
+    const { event, topic } = options
+    if (topic !== undefined && !isValidTopic(topic)) {
+      throw new TypeError(`tower-sse: broadcast topic must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
+    }
+    const frame = encodeEvent({ data, event, id: formatEventId(this.epoch, this.history.nextSeq) })
+    this.history.push(frame, topic)
     let delivered = 0
     for (const client of this.clients.values()) {
-      if (client.write(frame)) delivered++
+      if (client.wants(topic) && client.write(frame)) delivered++
     }
     return delivered
   }
@@ -70,7 +120,15 @@ export class SseRegistry implements Iterable<SseClientInfo> {
   }
 
   stats (): SseStats {
-    return { current: this.clients.size, peak: this.peakSize, capacity: this.capacity, ...this.activity.totals }
+    return {
+      current: this.clients.size,
+      peak: this.peakSize,
+      capacity: this.capacity,
+      ...this.activity.totals,
+      events: this.history.lastSeq,
+      historyEvents: this.history.size,
+      historyBytes: this.history.byteLength
+    }
   }
 
   /** Open streams, oldest first. */

@@ -1,0 +1,73 @@
+import net from 'node:net'
+import v8 from 'node:v8'
+import vm from 'node:vm'
+import t from 'tap'
+import { startApp } from './fixtures/app'
+import { waitFor } from './fixtures/sse-connection'
+
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc') as () => void
+
+/** A raw stream request that counts the bytes it reads (cheap enough for 100 readers at once). */
+function rawStream (port: number): { socket: net.Socket, received: () => number } {
+  const socket = net.connect(port, '127.0.0.1')
+  socket.write('GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n')
+  let bytes = 0
+  socket.on('data', (chunk: Buffer) => { bytes += chunk.length })
+  return { socket, received: () => bytes }
+}
+
+t.test('a client that stops reading is dropped at its budget while 100 others keep receiving', async (t) => {
+  const budget = 256 * 1024
+  const { app, port } = await startApp({ maxClients: 101, maxBufferedBytes: budget, heartbeatMs: 60_000 })
+  t.teardown(() => app.close())
+  const healthy = Array.from({ length: 100 }, () => rawStream(port))
+  const stalled = rawStream(port)
+  await waitFor('101 streams', () => app.sse.size === 101 && stalled.received() > 0)
+  stalled.socket.pause()
+  const baseline = healthy.map((h) => h.received())
+  const event = 'e'.repeat(4096)
+  let frameBytes = 0
+  for (let i = 0; i < 2000; i++) {
+    const delivered = app.sse.broadcast(event)
+    if (i === 0) frameBytes = Buffer.byteLength(`id: ${app.sse.lastEventId}\ndata: ${event}\n\n`)
+    if (delivered < 100) t.fail(`broadcast ${i} reached only ${delivered} clients`)
+    if (i % 20 === 19) await new Promise((resolve) => setImmediate(resolve))
+  }
+  t.equal(app.sse.stats().dropped, 1, 'the stalled client was dropped')
+  t.equal(app.sse.size, 100)
+  const expected = 2000 * frameBytes
+  await waitFor('every healthy client to read all 2000 events', () =>
+    healthy.every((h, i) => h.received() - baseline[i] >= expected), 20_000)
+  t.pass(`each of the 100 healthy clients read ${(expected / 1e6).toFixed(1)} MB`)
+  for (const h of [...healthy, stalled]) h.socket.destroy()
+})
+
+t.test('memory stays within the byte budget plus history when a stalled client is sent 50 MB', async (t) => {
+  const budget = 1024 * 1024
+  const historyBytes = 1024 * 1024
+  const { app, port } = await startApp({ maxBufferedBytes: budget, historyMaxBytes: historyBytes, heartbeatMs: 60_000 })
+  t.teardown(() => app.close())
+  const stalled = rawStream(port)
+  await waitFor('stream open', () => app.sse.size === 1 && stalled.received() > 0)
+  stalled.socket.pause()
+  gc()
+  const before = process.memoryUsage()
+  const chunk = 'm'.repeat(64 * 1024)
+  let peakExternal = 0
+  for (let i = 0; i < 800; i++) {
+    app.sse.broadcast(chunk)
+    if (i % 50 === 49) {
+      await new Promise((resolve) => setImmediate(resolve))
+      gc()
+      const external = process.memoryUsage().arrayBuffers - before.arrayBuffers
+      if (external > peakExternal) peakExternal = external
+    }
+  }
+  const margin = 4 * 1024 * 1024
+  t.equal(app.sse.stats().dropped, 1, 'the stalled client was dropped, not buffered without bound')
+  t.ok(peakExternal < budget + historyBytes + margin,
+    `buffer memory peaked at ${(peakExternal / 1048576).toFixed(2)} MiB for 50 MiB sent (budget 1 MiB + history 1 MiB + 4 MiB margin)`)
+  t.comment(`peak buffer growth ${(peakExternal / 1048576).toFixed(2)} MiB while 50 MiB was broadcast to a stalled client`)
+  stalled.socket.destroy()
+})
