@@ -1,26 +1,47 @@
 import type { FastifyBaseLogger } from 'fastify'
 
 /** What happens to streams, counted both since start and in the current log window. */
-export const ACTIVITY_KINDS = ['accepted', 'rejected', 'disconnected', 'expired', 'deadSwept', 'dropped', 'shutdown'] as const
+export const ACTIVITY_KINDS = ['accepted', 'rejected', 'tarpitted', 'disconnected', 'expired', 'deadSwept', 'dropped', 'shutdown'] as const
 export type ActivityKind = typeof ACTIVITY_KINDS[number]
 export type ActivityCounts = Record<ActivityKind, number>
 
+/** Distinct keys remembered per window for the storm warning; the rest are counted as "other". */
+const MAX_KEYS_PER_WINDOW = 1000
+const BUSIEST_KEYS = 5
+
 function zeroCounts (): ActivityCounts {
-  return { accepted: 0, rejected: 0, disconnected: 0, expired: 0, deadSwept: 0, dropped: 0, shutdown: 0 }
+  return { accepted: 0, rejected: 0, tarpitted: 0, disconnected: 0, expired: 0, deadSwept: 0, dropped: 0, shutdown: 0 }
+}
+
+export interface ActivityLogOptions {
+  windowMs: number
+  /** Attempts per minute (admitted + refused) from which a window is reported as a storm. */
+  stormConnectsPerMinute: number
 }
 
 /**
  * Counters instead of per-connection log lines: the incident wrote 774K lines in 2.5 days.
- * One summary line per window, and only for windows in which something happened.
+ * One summary line per window, and only for windows in which something happened; a window whose
+ * connect rate crosses the storm threshold is a warning naming the busiest clients.
  */
 export class ActivityLog {
   readonly totals: ActivityCounts = zeroCounts()
   private window: ActivityCounts = zeroCounts()
   private windowPeak = 0
+  private attemptsByKey = new Map<string, number>()
+
+  constructor (private readonly options: ActivityLogOptions) {}
 
   count (kind: ActivityKind): void {
     this.totals[kind]++
     this.window[kind]++
+  }
+
+  /** One connection attempt by `key`, admitted or not. */
+  attempt (key: string): void {
+    const known = this.attemptsByKey.get(key)
+    if (known !== undefined) this.attemptsByKey.set(key, known + 1)
+    else if (this.attemptsByKey.size < MAX_KEYS_PER_WINDOW) this.attemptsByKey.set(key, 1)
   }
 
   /** The registry reports its size after each admission so the window knows its peak. */
@@ -29,18 +50,30 @@ export class ActivityLog {
   }
 
   /** Writes the summary for the window that just ended (if it saw any activity) and starts a new one. */
-  flush (logger: FastifyBaseLogger, current: number, windowMs: number): boolean {
+  flush (logger: FastifyBaseLogger, current: number): boolean {
     const w = this.window
+    const keys = this.attemptsByKey
     const active = ACTIVITY_KINDS.some((kind) => w[kind] > 0)
     const peak = Math.max(this.windowPeak, current)
     this.window = zeroCounts()
     this.windowPeak = current
+    this.attemptsByKey = new Map()
     if (!active) return false
-    const summary = { tower_sse: { ...w, current, peak, windowMs } }
-    const message = `tower-sse: ${w.accepted} connects, ${w.disconnected + w.expired + w.deadSwept + w.dropped + w.shutdown} closes ` +
-      `(${w.expired} expired, ${w.deadSwept} swept, ${w.dropped} dropped), ${w.rejected} rejected; ${current} open, peak ${peak}`
-    if (w.rejected > 0) logger.warn(summary, message)
-    else logger.info(summary, message)
+
+    const { windowMs, stormConnectsPerMinute } = this.options
+    const connectsPerMinute = Math.round((w.accepted + w.rejected) * 60_000 / windowMs)
+    const closes = w.disconnected + w.expired + w.deadSwept + w.dropped + w.shutdown
+    let message = `tower-sse: ${w.accepted} connects, ${closes} closes (${w.expired} expired, ${w.deadSwept} swept, ` +
+      `${w.dropped} dropped), ${w.rejected} rejected (${w.tarpitted} held); ${current} open, peak ${peak}`
+    const summary: Record<string, unknown> = { ...w, current, peak, windowMs, connectsPerMinute }
+    if (connectsPerMinute >= stormConnectsPerMinute) {
+      const busiest = [...keys.entries()].sort((a, b) => b[1] - a[1]).slice(0, BUSIEST_KEYS)
+      summary.storm = { busiestKeys: busiest.map(([key, attempts]) => ({ key, attempts })) }
+      message = `tower-sse: connection storm, ${connectsPerMinute} connects/min; busiest: ` +
+        `${busiest.map(([key, attempts]) => `${key} ×${attempts}`).join(', ')}. ${message.slice('tower-sse: '.length)}`
+    }
+    if (w.rejected > 0 || summary.storm !== undefined) logger.warn({ tower_sse: summary }, message)
+    else logger.info({ tower_sse: summary }, message)
     return true
   }
 }

@@ -1,81 +1,150 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ActivityLog } from './activity-log'
+import { STREAM_HEADERS } from './client-stream'
+import { encodeRetry } from './encoder'
+import { jitter } from './jitter'
 import type { NormalizedOptions } from './options'
 import type { SseRegistry } from './registry'
+import { StormMeter } from './storm-meter'
+import { Tarpit } from './tarpit'
+import { TokenBucket } from './token-bucket'
 
-export type RefusalReason = 'capacity' | 'pressure' | 'closing'
+export type RefusalReason = 'capacity' | 'perKey' | 'pressure' | 'rate' | 'closing'
 
-interface Refusal {
-  status: number
-  retryAfter: string
-  body: string
+const MESSAGES: Record<RefusalReason, (capacity: number, perKey: number) => string> = {
+  capacity: (capacity) => `all ${capacity} event streams are in use`,
+  perKey: (_capacity, perKey) => `this client already holds ${perKey} event streams`,
+  pressure: () => 'the server is under pressure',
+  rate: () => 'too many new event streams per second',
+  closing: () => 'the server is shutting down'
 }
 
 /**
  * Who may open a stream now. Runs as the SSE route's own onRequest hook, before any stream
- * header: a refusal is a small finished response, with no listener or timer left behind.
+ * header. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a window that
+ * widens while refusals keep coming, answered at once or — during a storm — after a hold, and the
+ * server closes the connection first so the TIME_WAIT stays off the client's ephemeral ports.
  */
 export class Admission {
   private closing = false
-  private readonly refusals: Record<RefusalReason, Refusal>
+  private readonly storm: StormMeter
+  private readonly tarpit: Tarpit
+  private readonly bucket: TokenBucket | null
+  /** The key onRequest computed, for the handler; weak so an aborted request leaves nothing. */
+  private readonly keys = new WeakMap<FastifyRequest, string>()
+  private readonly messages: Record<RefusalReason, string>
 
   constructor (
     private readonly fastify: FastifyInstance,
     private readonly registry: SseRegistry,
     private readonly activity: ActivityLog,
-    options: NormalizedOptions
+    private readonly options: NormalizedOptions
   ) {
-    const refusal = (message: string): Refusal => ({
-      status: 503,
-      retryAfter: String(options.retryAfterSeconds),
-      body: JSON.stringify({
-        statusCode: 503,
-        error: 'Service Unavailable',
-        message: `tower-sse: ${message}; retry after ${options.retryAfterSeconds} s`,
-        retryAfterSeconds: options.retryAfterSeconds
-      })
-    })
-    // Built once: the refusal path is the hot path during a storm.
-    this.refusals = {
-      capacity: refusal(`all ${registry.capacity} event streams are in use`),
-      pressure: refusal('the server is under pressure'),
-      closing: refusal('the server is shutting down')
-    }
+    const maxLevel = Math.ceil(Math.log2(options.maxRetryAfterSeconds / options.retryAfterSeconds))
+    this.storm = new StormMeter(options.stormRefusalsPerSecond, Math.max(maxLevel, 0))
+    this.tarpit = new Tarpit(options.maxHeldRefusals)
+    this.bucket = options.maxConnectsPerSecond > 0
+      ? new TokenBucket(options.maxConnectsPerSecond, options.connectBurst || options.maxConnectsPerSecond, Date.now())
+      : null
+    const entries = Object.entries(MESSAGES).map(([reason, message]) =>
+      [reason, JSON.stringify(`tower-sse: ${message(registry.capacity, options.maxClientsPerKey)}`)])
+    this.messages = Object.fromEntries(entries) as Record<RefusalReason, string>
   }
 
-  /** Why a stream cannot be opened right now, or null if it can. */
-  refusalReason (): RefusalReason | null {
-    if (this.closing) return 'closing'
-    if (!this.registry.hasRoom) return 'capacity'
-    if (this.isUnderPressure()) return 'pressure'
-    return null
+  /** Refusals being held right now. */
+  get held (): number {
+    return this.tarpit.size
   }
 
-  readonly onRequest: onRequestHookHandler = (_request: FastifyRequest, reply: FastifyReply, done) => {
-    const reason = this.refusalReason()
+  readonly onRequest: onRequestHookHandler = (request: FastifyRequest, reply: FastifyReply, done) => {
+    const key = this.options.keyFn(request)
+    this.activity.attempt(key)
+    const reason = this.refusalReason(key, true)
     if (reason === null) {
+      this.keys.set(request, key)
       done()
       return
     }
     this.refuse(reply, reason)
   }
 
-  /** Answers the refusal; `Connection: close` puts the TIME_WAIT on the server, not the client. */
-  refuse (reply: FastifyReply, reason: RefusalReason): void {
-    const refusal = this.refusals[reason]
-    this.activity.count('rejected')
-    void reply
-      .code(refusal.status)
-      .header('retry-after', refusal.retryAfter)
-      .header('cache-control', 'no-store')
-      .header('connection', 'close')
-      .type('application/json; charset=utf-8')
-      .send(refusal.body)
+  /**
+   * The handler's last check before the stream opens: hooks between onRequest and the handler
+   * may have yielded, so concurrent connects could otherwise pass the bound together.
+   */
+  recheck (request: FastifyRequest, reply: FastifyReply): string | null {
+    const key = this.keys.get(request) ?? this.options.keyFn(request)
+    const reason = this.refusalReason(key, false)
+    if (reason === null) return key
+    this.refuse(reply, reason)
+    return null
   }
 
-  /** From now on every new stream is refused (shutdown has begun). */
+  /** The `retry:` frame for a stream opened (or drained) now: retryMs ± jitter, widened during a storm. */
+  retryFrame (): Buffer {
+    const scale = this.storm.scale(Date.now())
+    const cap = this.options.maxRetryAfterSeconds * 1000
+    const center = Math.min(this.options.retryMs * scale, cap)
+    return encodeRetry(jitter(center, Math.min(this.options.retryJitterMs * scale, center), this.options.random))
+  }
+
+  /** From now on every new stream is refused, and held refusals are answered at once (shutdown). */
   close (): void {
     this.closing = true
+    this.tarpit.releaseAll()
+  }
+
+  private refusalReason (key: string, consumeToken: boolean): RefusalReason | null {
+    if (this.closing) return 'closing'
+    if (this.options.maxClientsPerKey > 0 && this.registry.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
+    if (!this.registry.hasRoom) return 'capacity'
+    if (this.isUnderPressure()) return 'pressure'
+    if (consumeToken && this.bucket !== null && !this.bucket.take(Date.now())) return 'rate'
+    return null
+  }
+
+  private refuse (reply: FastifyReply, reason: RefusalReason): void {
+    const now = Date.now()
+    this.storm.recordRefusal(now)
+    this.activity.count('rejected')
+    const answer = (): void => this.answer(reply, reason)
+    if (reason !== 'closing' && this.options.tarpitMs > 0 && this.storm.isStorm(now)) {
+      const holdMs = jitter(this.options.tarpitMs, this.options.tarpitJitterMs, this.options.random, 1)
+      if (this.tarpit.hold(reply, holdMs, answer)) {
+        this.activity.count('tarpitted')
+        return
+      }
+    }
+    answer()
+  }
+
+  /** Seconds drawn from [w, 2w] (bounded), where w is retryAfterSeconds widened by the storm level. */
+  private retryAfterSeconds (reason: RefusalReason, now: number): number {
+    const max = this.options.maxRetryAfterSeconds
+    const window = Math.min(this.options.retryAfterSeconds * this.storm.scale(now), max)
+    const drawn = Math.min(window + Math.floor(this.options.random() * (window + 1)), max)
+    return reason === 'rate' && this.bucket !== null ? Math.max(drawn, this.bucket.secondsUntilToken()) : drawn
+  }
+
+  private answer (reply: FastifyReply, reason: RefusalReason): void {
+    const seconds = this.retryAfterSeconds(reason, Date.now())
+    if (this.options.rejectWith === 'retry') {
+      // For native EventSource pages: a 200 stream that only says when to come back, then ends;
+      // a 503 would make the browser give up for good.
+      const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
+      void reply.code(200).headers(STREAM_HEADERS).send(encodeRetry(retryMs))
+    } else {
+      const status = reason === 'perKey' ? 429 : 503
+      void reply
+        .code(status)
+        .header('retry-after', String(seconds))
+        .header('cache-control', 'no-store')
+        .header('connection', 'close')
+        .type('application/json; charset=utf-8')
+        .send(`{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
+          `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
+    }
+    closeAfterSend(reply)
   }
 
   private isUnderPressure (): boolean {
@@ -83,4 +152,15 @@ export class Admission {
     const probe = (this.fastify as { isUnderPressure?: () => boolean }).isUnderPressure
     return typeof probe === 'function' && probe.call(this.fastify)
   }
+}
+
+/**
+ * Half-closes the socket right behind the response, in the same tick, so the server's FIN is on
+ * its way before the client has read the body: the server, not the client, ends up in TIME_WAIT.
+ */
+function closeAfterSend (reply: FastifyReply): void {
+  const socket = reply.raw.socket
+  if (socket === null) return
+  if (reply.raw.writableEnded) socket.end()
+  else reply.raw.once('finish', () => socket.end())
 }

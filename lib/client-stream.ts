@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { SseClientInfo } from './options'
 import type { ActivityKind } from './activity-log'
 
-export type CloseReason = Exclude<ActivityKind, 'accepted' | 'rejected'>
+export type CloseReason = Exclude<ActivityKind, 'accepted' | 'rejected' | 'tarpitted'>
 
 export interface StreamLimits {
   maxBufferedBytes: number
@@ -34,6 +34,8 @@ export class ClientStream implements SseClientInfo {
   constructor (
     readonly id: string,
     readonly remoteAddress: string | undefined,
+    /** Whose stream this is, for maxClientsPerKey. */
+    readonly key: string,
     /** null: every event; otherwise untopiced events and these topics. */
     readonly topics: ReadonlySet<string> | null,
     private readonly res: ServerResponse,
@@ -104,7 +106,9 @@ export class ClientStream implements SseClientInfo {
       // Its queued bytes would only delay the close of a client we are giving up on.
       this.res.destroy()
     } else {
+      // The FIN follows the last bytes in the same tick: the server closes first.
       this.res.end()
+      this.res.socket?.end()
     }
   }
 

@@ -4,7 +4,7 @@ import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission'
 import { ClientStream } from './client-stream'
-import { encodeEvent, encodeRetry } from './encoder'
+import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import { SseRegistry } from './registry'
@@ -19,7 +19,7 @@ declare module 'fastify' {
 
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
-  const activity = new ActivityLog()
+  const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
   const registry = new SseRegistry({ capacity: options.maxClients, ...options }, activity)
   const admission = new Admission(fastify, registry, activity, options)
   fastify.decorate('sse', registry)
@@ -29,13 +29,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     url: options.path,
     onRequest: admission.onRequest,
     handler: (request: FastifyRequest, reply: FastifyReply) => {
-      // Hooks the app added between onRequest and here may have yielded: check again, still
-      // before any stream header, so the bound holds under concurrent connects.
-      const reason = admission.refusalReason()
-      if (reason !== null) {
-        admission.refuse(reply, reason)
-        return
-      }
+      const key = admission.recheck(request, reply)
+      if (key === null) return
       let subscription: Subscription
       try {
         subscription = readSubscription(request, options.topicsFromRequest)
@@ -45,11 +40,11 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
         return
       }
       reply.hijack()
-      const client = new ClientStream(randomUUID(), request.ip, subscription.topics, reply.raw, options, registry.remove)
+      const client = new ClientStream(randomUUID(), request.ip, key, subscription.topics, reply.raw, options, registry.remove)
       const lifetimeMs = options.maxAgeMs > 0
         ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
         : null
-      client.open(encodeRetry(jitter(options.retryMs, options.retryJitterMs, options.random)), lifetimeMs)
+      client.open(admission.retryFrame(), lifetimeMs)
       const first = options.initialEvent?.(client, request)
       if (first !== undefined) client.write(encodeEvent(first))
       registry.add(client, subscription.lastEventId)
@@ -59,20 +54,19 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   // One timer for every client's heartbeat and one for the log summary; neither keeps the process alive.
   const heartbeatTimer = setInterval(() => registry.heartbeat(), options.heartbeatMs).unref()
   const logTimer = setInterval(
-    () => activity.flush(fastify.log, registry.size, options.logIntervalMs),
+    () => activity.flush(fastify.log, registry.size),
     options.logIntervalMs
   ).unref()
 
   // Streams never end by themselves, so they must be ended before close() waits on connections.
-  fastify.addHook('preClose', (hookDone) => {
+  fastify.addHook('preClose', async () => {
     admission.close()
-    registry.endAll('shutdown')
-    hookDone()
+    await registry.drain(options.drainMs, () => admission.retryFrame(), options.random)
   })
   fastify.addHook('onClose', (_instance: FastifyInstance, hookDone) => {
     clearInterval(heartbeatTimer)
     clearInterval(logTimer)
-    activity.flush(fastify.log, registry.size, options.logIntervalMs)
+    activity.flush(fastify.log, registry.size)
     hookDone()
   })
 }
@@ -85,6 +79,8 @@ export { towerSse }
 export { DEFAULTS, TowerSseOptionError, normalizeOptions } from './options'
 export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
 export type { TopicsFromRequest } from './subscription'
+export type { KeyFn } from './client-key'
+export { defaultKeyFn } from './client-key'
 export type { SseRegistry, SseStats, BroadcastOptions } from './registry'
 export { encodeEvent, encodeRetry } from './encoder'
 

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
+import { defaultKeyFn, type KeyFn } from './client-key'
 
 /** One event as the application describes it; `data` that is not a string is sent as JSON. */
 export interface SseEventInit {
@@ -42,6 +43,30 @@ export interface TowerSseOptions {
   maxBufferedBytes?: number
   /** Heartbeats a backpressured client may miss before it is swept as dead. */
   maxStalledHeartbeats?: number
+  /** How a refusal is answered: '503' (429 for the per-key limit) with Retry-After and a JSON body, or
+   * 'retry': a 200 event stream carrying only `retry:` and then closed, for native EventSource pages. */
+  rejectWith?: '503' | 'retry'
+  /** Upper bound of the Retry-After (and storm-widened `retry:`) window, in seconds. */
+  maxRetryAfterSeconds?: number
+  /** Refusals per second above which admission counts a storm: delays widen and refusals are held. */
+  stormRefusalsPerSecond?: number
+  /** During a storm each refusal is held tarpitMs ± tarpitJitterMs before it is answered; 0 disables. */
+  tarpitMs?: number
+  tarpitJitterMs?: number
+  /** At most this many refusals are held at once; beyond it they are answered at once. */
+  maxHeldRefusals?: number
+  /** Streams one client (see keyFn) may hold; beyond it 429 + Retry-After. 0: no per-key limit. */
+  maxClientsPerKey?: number
+  /** Who a request belongs to for maxClientsPerKey and the storm report. */
+  keyFn?: KeyFn
+  /** Connect-rate guard: admissions per second (token bucket); 0 disables. */
+  maxConnectsPerSecond?: number
+  /** Admissions allowed at once by the rate guard; 0 means maxConnectsPerSecond. */
+  connectBurst?: number
+  /** Shutdown ends the streams in staggered batches over this many ms. */
+  drainMs?: number
+  /** Attempts per minute from which a log window is reported as a storm (warn, busiest keys). */
+  stormConnectsPerMinute?: number
   /** Broadcasts kept for Last-Event-ID replay, by count; 0 keeps none (every resume resyncs). */
   historyMaxEvents?: number
   /** …and by total frame bytes (the newest event is always kept). */
@@ -71,7 +96,18 @@ export const DEFAULTS = Object.freeze({
   maxBufferedBytes: 1024 * 1024,
   maxStalledHeartbeats: 2,
   historyMaxEvents: 1000,
-  historyMaxBytes: 1024 * 1024
+  historyMaxBytes: 1024 * 1024,
+  rejectWith: '503' as '503' | 'retry',
+  maxRetryAfterSeconds: 60,
+  stormRefusalsPerSecond: 20,
+  tarpitMs: 3000,
+  tarpitJitterMs: 1000,
+  maxHeldRefusals: 1000,
+  maxClientsPerKey: 0,
+  maxConnectsPerSecond: 0,
+  connectBurst: 0,
+  drainMs: 500,
+  stormConnectsPerMinute: 1000
 })
 
 /** Thrown at register time; its message names the option and the value that was refused. */
@@ -96,7 +132,7 @@ function describe (value: unknown): string {
 }
 
 type IntegerRule = { min: number, max?: number }
-const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path'>, IntegerRule> = {
+const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'>, IntegerRule> = {
   maxClients: { min: 1 },
   retryMs: { min: 0 },
   retryJitterMs: { min: 0 },
@@ -108,10 +144,20 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path'>, IntegerRule>
   maxBufferedBytes: { min: 1 },
   maxStalledHeartbeats: { min: 1 },
   historyMaxEvents: { min: 0 },
-  historyMaxBytes: { min: 0 }
+  historyMaxBytes: { min: 0 },
+  maxRetryAfterSeconds: { min: 1 },
+  stormRefusalsPerSecond: { min: 0 },
+  tarpitMs: { min: 0, max: 60_000 },
+  tarpitJitterMs: { min: 0 },
+  maxHeldRefusals: { min: 0 },
+  maxClientsPerKey: { min: 0 },
+  maxConnectsPerSecond: { min: 0 },
+  connectBurst: { min: 0 },
+  drainMs: { min: 0, max: 60_000 },
+  stormConnectsPerMinute: { min: 1 }
 }
 
-const HOOKS = ['initialEvent', 'topicsFromRequest', 'random'] as const
+const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
 const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS])
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
@@ -142,6 +188,16 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   for (const key of Object.keys(INTEGER_RULES) as Array<keyof typeof INTEGER_RULES>) {
     numbers[key] = integer(key, pick(key), INTEGER_RULES[key])
   }
+  const rejectWith = pick('rejectWith')
+  if (rejectWith !== '503' && rejectWith !== 'retry') {
+    throw new TowerSseOptionError('rejectWith', rejectWith, 'either "503" or "retry"')
+  }
+  if (numbers.maxRetryAfterSeconds < numbers.retryAfterSeconds) {
+    throw new TowerSseOptionError('maxRetryAfterSeconds', numbers.maxRetryAfterSeconds, `at least retryAfterSeconds (${numbers.retryAfterSeconds})`)
+  }
+  if (numbers.tarpitJitterMs >= numbers.tarpitMs && numbers.tarpitMs > 0) {
+    throw new TowerSseOptionError('tarpitJitterMs', numbers.tarpitJitterMs, `less than tarpitMs (${numbers.tarpitMs})`)
+  }
   if (numbers.retryJitterMs > numbers.retryMs) {
     throw new TowerSseOptionError('retryJitterMs', numbers.retryJitterMs, `at most retryMs (${numbers.retryMs})`)
   }
@@ -158,9 +214,11 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   }
   return {
     path,
+    rejectWith,
     ...numbers,
     initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
+    keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
     random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
   }
 }

@@ -3,8 +3,12 @@ import type { ClientStream, CloseReason } from './client-stream'
 import { encodeEvent, HEARTBEAT_FRAME } from './encoder'
 import { formatEventId, newEpoch, type ParsedEventId } from './event-id'
 import { History } from './history'
+import type { RandomSource } from './jitter'
 import type { SseClientInfo } from './options'
 import { isValidTopic } from './subscription'
+
+/** Drain batches are this far apart (fewer batches when there are fewer clients). */
+const DRAIN_STEP_MS = 50
 
 export interface BroadcastOptions {
   /** The `event:` field; omitted means a plain `message`. */
@@ -36,6 +40,7 @@ export interface RegistryLimits {
 export class SseRegistry implements Iterable<SseClientInfo> {
   readonly capacity: number
   private readonly clients = new Map<string, ClientStream>()
+  private readonly perKey = new Map<string, number>()
   private readonly history: History
   private readonly epoch = newEpoch()
   private peakSize = 0
@@ -53,6 +58,11 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     return this.clients.size < this.capacity
   }
 
+  /** Open streams held by `key` (see maxClientsPerKey). */
+  countForKey (key: string): number {
+    return this.perKey.get(key) ?? 0
+  }
+
   /** The id of the newest broadcast, or null before the first. */
   get lastEventId (): string | null {
     return this.history.lastSeq === 0 ? null : formatEventId(this.epoch, this.history.lastSeq)
@@ -65,6 +75,7 @@ export class SseRegistry implements Iterable<SseClientInfo> {
   add (client: ClientStream, lastEventId: ParsedEventId | null): void {
     if (!this.hasRoom) throw new Error('tower-sse: registry is full; admission must refuse before add()')
     this.clients.set(client.id, client)
+    this.perKey.set(client.key, this.countForKey(client.key) + 1)
     if (this.clients.size > this.peakSize) this.peakSize = this.clients.size
     this.activity.count('accepted')
     this.activity.observeSize(this.clients.size)
@@ -87,7 +98,11 @@ export class SseRegistry implements Iterable<SseClientInfo> {
 
   /** Called once per client when its stream is over, whoever ended it. */
   readonly remove = (client: ClientStream, reason: CloseReason): void => {
-    if (this.clients.delete(client.id)) this.activity.count(reason)
+    if (!this.clients.delete(client.id)) return
+    const left = this.countForKey(client.key) - 1
+    if (left > 0) this.perKey.set(client.key, left)
+    else this.perKey.delete(client.key)
+    this.activity.count(reason)
   }
 
   /**
@@ -114,9 +129,32 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     for (const client of this.clients.values()) client.heartbeat(HEARTBEAT_FRAME)
   }
 
-  /** Ends every stream from the server side (shutdown). */
-  endAll (reason: CloseReason): void {
-    for (const client of [...this.clients.values()]) client.end(reason)
+  /**
+   * Staged drain for shutdown: every client gets its own `retry:` and the streams end in shuffled
+   * batches spread over `drainMs`, so a restart does not bring every client back in one second.
+   * Resolves when the last batch has ended.
+   */
+  drain (drainMs: number, retryFrame: () => Buffer, random: RandomSource): Promise<void> {
+    const clients = [...this.clients.values()]
+    for (let i = clients.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1))
+      ;[clients[i], clients[j]] = [clients[j], clients[i]]
+    }
+    const batches = Math.max(1, Math.min(clients.length, Math.floor(drainMs / DRAIN_STEP_MS)))
+    let batch = 0
+    return new Promise((resolve) => {
+      const step = (): void => {
+        const from = Math.floor(batch * clients.length / batches)
+        const to = Math.floor((batch + 1) * clients.length / batches)
+        for (const client of clients.slice(from, to)) {
+          client.write(retryFrame())
+          client.end('shutdown')
+        }
+        if (++batch < batches) setTimeout(step, drainMs / batches)
+        else resolve()
+      }
+      step()
+    })
   }
 
   stats (): SseStats {

@@ -19,7 +19,7 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
   const { lines, stream } = captureLines()
   const windowMs = 250
   const { app, port } = await startApp(
-    { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, maxAgeJitterMs: 0 },
+    { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, maxAgeJitterMs: 0, tarpitMs: 0 },
     { logger: { level: 'info', stream }, disableRequestLogging: true }
   )
   const linesBeforeStorm = lines.length
@@ -42,14 +42,16 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
   const warned = summaries.filter((l) => l.level === 40)
   t.ok(warned.length >= 1, 'windows with refusals are logged at warn')
   const totals = summaries.reduce<Record<string, number>>((sum, l) => {
-    for (const [k, v] of Object.entries(l.tower_sse as Record<string, number>)) sum[k] = (sum[k] ?? 0) + v
+    for (const [k, v] of Object.entries(l.tower_sse as Record<string, unknown>)) if (typeof v === 'number') sum[k] = (sum[k] ?? 0) + v
     return sum
   }, {})
   const stats = app.sse.stats()
   t.equal(totals.accepted, stats.accepted, 'the summaries add up to every connect')
   t.equal(totals.rejected, stats.rejected, 'and to every refusal')
   t.equal(stats.accepted + stats.rejected, 1000)
-  t.match(String(warned[0].msg), /^tower-sse: \d+ connects, \d+ closes .* \d+ rejected; \d+ open, peak \d+$/)
+  t.match(String(warned[0].msg), /^tower-sse: connection storm, \d+ connects\/min; busiest: ip:127\.0\.0\.1 ×\d+\. \d+ connects, \d+ closes .* \d+ rejected \(0 held\); \d+ open, peak \d+$/)
+  t.same((warned[0].tower_sse as { storm: unknown }).storm, { busiestKeys: [{ key: 'ip:127.0.0.1', attempts: (warned[0].tower_sse as Record<string, number>).accepted + (warned[0].tower_sse as Record<string, number>).rejected }] },
+    'the storm warning names the busiest client')
   // A quiet window writes nothing.
   const before = lines.length
   await new Promise((resolve) => setTimeout(resolve, windowMs * 3))

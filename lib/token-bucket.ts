@@ -1,0 +1,26 @@
+/**
+ * The connect-rate guard: at most `ratePerSecond` admissions on average, `burst` at once.
+ * Refilled lazily from the clock on each take, so it needs no timer.
+ */
+export class TokenBucket {
+  private tokens: number
+  private refilledAt: number
+
+  constructor (private readonly ratePerSecond: number, private readonly burst: number, now: number) {
+    this.tokens = burst
+    this.refilledAt = now
+  }
+
+  take (now: number): boolean {
+    this.tokens = Math.min(this.burst, this.tokens + (now - this.refilledAt) * this.ratePerSecond / 1000)
+    this.refilledAt = now
+    if (this.tokens < 1) return false
+    this.tokens -= 1
+    return true
+  }
+
+  /** Seconds until the next token, for Retry-After. */
+  secondsUntilToken (): number {
+    return Math.max(1, Math.ceil((1 - this.tokens) / this.ratePerSecond))
+  }
+}
