@@ -1,21 +1,11 @@
-import net from 'node:net'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import t from 'tap'
 import { startApp } from './fixtures/app'
-import { waitFor } from './fixtures/sse-connection'
+import { rawStream, waitFor } from './fixtures/sse-connection'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
-
-/** A raw stream request that counts the bytes it reads (cheap enough for 100 readers at once). */
-function rawStream (port: number): { socket: net.Socket, received: () => number } {
-  const socket = net.connect(port, '127.0.0.1')
-  socket.write('GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n')
-  let bytes = 0
-  socket.on('data', (chunk: Buffer) => { bytes += chunk.length })
-  return { socket, received: () => bytes }
-}
 
 t.test('a client that stops reading is dropped at its budget while 100 others keep receiving', async (t) => {
   const budget = 256 * 1024

@@ -1,7 +1,6 @@
-import net from 'node:net'
 import t from 'tap'
 import { startApp } from './fixtures/app'
-import { connect, waitFor } from './fixtures/sse-connection'
+import { connect, rawStream, waitFor } from './fixtures/sse-connection'
 
 t.test('stream headers, retry: first, then the initial event', async (t) => {
   const { app, port } = await startApp({
@@ -54,15 +53,6 @@ t.test('the shared heartbeat reaches every client as a comment', async (t) => {
   t.equal(conns[0].events.length, 0, 'a heartbeat is not an event')
   for (const c of conns) c.destroy()
 })
-
-/** A raw HTTP/1.1 stream request on its own socket; counts the bytes that arrive when it reads. */
-function rawStream (port: number): { socket: net.Socket, received: () => number } {
-  const socket = net.connect(port, '127.0.0.1')
-  socket.write('GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n')
-  let bytes = 0
-  socket.on('data', (chunk: Buffer) => { bytes += chunk.length })
-  return { socket, received: () => bytes }
-}
 
 t.test('a client that stops reading is swept as dead after missed heartbeats', async (t) => {
   const { app, port } = await startApp({ heartbeatMs: 200, maxStalledHeartbeats: 2, maxBufferedBytes: 256 * 1024 * 1024 })
