@@ -153,17 +153,20 @@ export function jitterUpMs (ms: number, ratio: number, random: RandomSource): nu
   return Math.round(ms * (1 + ratio * random()))
 }
 
+// The HTTP-date every current server sends (RFC 9110 IMF-fixdate); Date.parse alone accepts
+// almost anything ("-3" is a year), so the shape is checked first.
+const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/
+
 /**
- * A `Retry-After` value (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) as ms from `nowMs`,
- * or null when absent or unreadable. A date in the past means 0.
+ * A `Retry-After` value (RFC 9110 §10.2.3: delay-seconds or an IMF-fixdate HTTP-date) as ms from
+ * `nowMs`, or null when absent or unreadable (the caller then backs off). A past date means 0.
  */
 export function parseRetryAfterMs (value: string | null, nowMs: number): number | null {
   if (value === null) return null
   const text = value.trim()
   if (/^\d+$/.test(text)) return Number(text) * 1000
-  const date = Date.parse(text)
-  if (Number.isNaN(date)) return null
-  return Math.max(0, date - nowMs)
+  const date = IMF_FIXDATE.test(text) ? Date.parse(text) : Number.NaN
+  return Number.isNaN(date) ? null : Math.max(0, date - nowMs)
 }
 
 /** What a response means for the client: a stream, a reason to wait, or a reason to stop. */
@@ -211,11 +214,18 @@ export class TowerSseClientError extends Error {
   readonly status: number | null
   readonly fatal: boolean
   constructor (message: string, status: number | null, fatal: boolean, cause?: unknown) {
-    super(`tower-sse/client: ${message}`, cause === undefined ? undefined : { cause })
+    super(`tower-sse/client: ${message}${describeCause(cause)}`, cause === undefined ? undefined : { cause })
     this.name = 'TowerSseClientError'
     this.status = status
     this.fatal = fatal
   }
+}
+
+// fetch's errors are generic ("fetch failed", "terminated"); the code underneath says what happened.
+function describeCause (cause: unknown): string {
+  if (!(cause instanceof Error)) return ''
+  const code = (cause.cause as { code?: unknown } | undefined)?.code
+  return `: ${cause.message}${typeof code === 'string' ? ` (${code})` : ''}`
 }
 
 /** Fired as `error` on every failed attempt; `error.fatal` says whether the client stopped. */
@@ -298,7 +308,8 @@ export class TowerSseClient extends EventTarget {
     this.options = normalizeClientOptions(options)
     this.lastId = this.options.lastEventId
     this.reconnectMs = this.options.retryMs
-    void this.connect()
+    // Next microtask, so that listeners added right after `new` see the first statechange.
+    queueMicrotask(() => { void this.connect() })
   }
 
   get state (): TowerSseClientState {
@@ -324,7 +335,7 @@ export class TowerSseClient extends EventTarget {
     this.stop(null)
   }
 
-  /** Yields every server event (message, named, resync) from now until close(); throws a fatal error. */
+  /** Yields every server event (message, named, resync) from now until close(); throws a fatal error after the events before it. */
   [Symbol.asyncIterator] (): AsyncIterator<TowerSseMessage> {
     const queue: TowerSseMessage[] = []
     let finished = this.currentState.kind === 'closed'
@@ -338,6 +349,8 @@ export class TowerSseClient extends EventTarget {
       end: (error) => {
         finished = true
         failure = error
+        // close() means stop now, as with EventSource; before a fatal error, what arrived is still yielded.
+        if (error === null) queue.length = 0
         wake?.()
       }
     }
@@ -361,6 +374,7 @@ export class TowerSseClient extends EventTarget {
   }
 
   private async connect (): Promise<void> {
+    if (this.currentState.kind === 'closed') return
     this.retryTimer = undefined
     const controller = new AbortController()
     this.controller = controller
@@ -369,9 +383,11 @@ export class TowerSseClient extends EventTarget {
     if (this.lastId !== '') headers['last-event-id'] = this.lastId
     let response: Response
     try {
-      response = await this.options.fetch(this.url, { headers, signal: controller.signal, cache: 'no-store' })
+      // Called unbound: browsers refuse a fetch invoked as a method of another object.
+      const { fetch } = this.options
+      response = await fetch(this.url, { headers, signal: controller.signal, cache: 'no-store' })
     } catch (error) {
-      if (!controller.signal.aborted) this.retryAfterFailure(new TowerSseClientError('could not connect', null, false, error), 'network-error')
+      if (!controller.signal.aborted) this.failedAttempt(new TowerSseClientError('could not connect', null, false, error), 'network-error')
       return
     }
     if (controller.signal.aborted) {
@@ -393,7 +409,7 @@ export class TowerSseClient extends EventTarget {
       ? parseRetryAfterMs(response.headers.get('retry-after'), Date.now())
       : null
     const error = new TowerSseClientError(`the server answered HTTP ${response.status}`, response.status, false)
-    this.retryAfterFailure(error, verdict.reason, retryAfterMs)
+    this.failedAttempt(error, verdict.reason, retryAfterMs)
   }
 
   private async readStream (response: Response, controller: AbortController): Promise<void> {
@@ -413,29 +429,27 @@ export class TowerSseClient extends EventTarget {
         const { done, value } = await reader.read()
         if (done) break
         parser.feed(decoder.decode(value, { stream: true }))
-        // A listener may have closed the client while this chunk was being delivered.
-        if (controller.signal.aborted) return
       }
     } catch (error) {
       if (controller.signal.aborted) return
       failure = error
     }
+    // Only a stream that stayed open a while proves the server healthy; a first 200 does not.
     if (Date.now() - openedAt >= this.options.healthyAfterMs) this.failures = 0
-    const healthyEnd = failure === null && this.failures === 0
     const retry = jitterUpMs(this.reconnectMs, this.options.retryJitterRatio, this.options.random)
-    if (healthyEnd) {
+    if (failure === null) {
+      // The server ended the stream (max age, shutdown): come back after its retry: value.
       this.wait('stream-ended', retry, null)
       return
     }
-    // A stream that broke, or ended before it was healthy, counts as a failure: the wait is the
-    // longer of retry and the backoff, so a server that accepts and drops at once cannot drive a loop.
     this.failures++
     const backoff = backoffDelayMs(this.failures, this.options.random, this.options.backoffBaseMs, this.options.backoffCapMs)
-    if (failure !== null) this.dispatchEvent(new TowerSseErrorEvent(new TowerSseClientError('the stream broke', 200, false, failure)))
-    this.wait(failure === null ? 'stream-ended' : 'network-error', Math.max(retry, backoff), null)
+    this.wait('network-error', Math.max(retry, backoff), new TowerSseClientError('the stream broke', null, false, failure))
   }
 
   private deliver (event: EventSourceMessage): void {
+    // A listener may have closed the client while an earlier event of the same chunk was delivered.
+    if (this.currentState.kind !== 'open') return
     // As in EventSource, an `id:` field (even empty) replaces the last event id.
     if (event.id !== undefined) this.lastId = event.id
     const message: TowerSseMessage = { type: event.event ?? 'message', data: event.data, lastEventId: this.lastId }
@@ -444,19 +458,22 @@ export class TowerSseClient extends EventTarget {
   }
 
   /** A failed attempt: Retry-After when the server gave one, else exponential backoff. */
-  private retryAfterFailure (error: TowerSseClientError, reason: WaitReason, retryAfterMs: number | null = null): void {
+  private failedAttempt (error: TowerSseClientError, reason: WaitReason, retryAfterMs: number | null = null): void {
     this.failures++
     const delayMs = retryAfterMs !== null && retryAfterMs > 0
       ? jitterUpMs(retryAfterMs, this.options.retryAfterJitterRatio, this.options.random)
       : backoffDelayMs(this.failures, this.options.random, this.options.backoffBaseMs, this.options.backoffCapMs)
-    this.wait(reason, Math.min(delayMs, MAX_TIMER_MS), error.status)
-    this.dispatchEvent(new TowerSseErrorEvent(error))
+    this.wait(reason, delayMs, error)
   }
 
-  private wait (reason: WaitReason, delayMs: number, status: number | null): void {
+  /** Schedules the next attempt, then reports the state (and the error, so listeners see the wait). */
+  private wait (reason: WaitReason, delayMs: number, error: TowerSseClientError | null): void {
+    const ms = Math.min(delayMs, MAX_TIMER_MS)
     this.controller = null
-    this.retryTimer = setTimeout(() => { void this.connect() }, delayMs)
-    this.setState({ kind: 'waiting', reason, retryAt: Date.now() + delayMs, delayMs, status, failures: this.failures })
+    this.retryTimer = setTimeout(() => { void this.connect() }, ms)
+    const status = error?.status ?? null
+    this.setState({ kind: 'waiting', reason, retryAt: Date.now() + ms, delayMs: ms, status, failures: this.failures })
+    if (error !== null && this.currentState.kind === 'waiting') this.dispatchEvent(new TowerSseErrorEvent(error))
   }
 
   private stop (error: TowerSseClientError | null): void {
