@@ -68,6 +68,11 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     return this.history.lastSeq === 0 ? null : formatEventId(this.epoch, this.history.lastSeq)
   }
 
+  /** The id the next broadcast will get: read it just before broadcasting to put the id in the data too. */
+  get nextEventId (): string {
+    return formatEventId(this.epoch, this.history.nextSeq)
+  }
+
   /**
    * Admits an opened stream and, if it resumes from `lastEventId`, queues what it missed — in the
    * same tick, so no broadcast can fall between replay and live events.

@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
+import { LogController } from 'fastify'
 import { startApp } from './fixtures/app'
 import { connect } from './fixtures/sse-connection'
 
@@ -20,7 +21,7 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
   const windowMs = 250
   const { app, port } = await startApp(
     { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, maxAgeJitterMs: 0, tarpitMs: 0 },
-    { logger: { level: 'info', stream }, disableRequestLogging: true }
+    { logger: { level: 'info', stream }, logController: new LogController({ disableRequestLogging: true }) }
   )
   const linesBeforeStorm = lines.length
   const started = Date.now()

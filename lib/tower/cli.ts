@@ -1,0 +1,58 @@
+import type { FastifyInstance } from 'fastify'
+import { buildTower } from './app'
+import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
+
+// Streams are ended in the plugin's preClose, so close() is quick; this bounds a close that hangs.
+const HARD_EXIT_MS = 2000
+
+function fail (message: string): never {
+  process.stderr.write(`tower: ${message}\n`)
+  process.exit(1)
+}
+
+function listenFailure (err: NodeJS.ErrnoException, { host, port }: TowerConfig): string {
+  switch (err.code) {
+    case 'EADDRINUSE': return `port ${port} on ${host} is already in use`
+    case 'EACCES': return `not allowed to listen on port ${port} on ${host}`
+    case 'EADDRNOTAVAIL': return `address ${host} is not available on this machine`
+    case 'ENOTFOUND': case 'EAI_AGAIN': return `cannot resolve host ${host}`
+    default: return `cannot listen on ${host}:${port}: ${err.message}`
+  }
+}
+
+function closeOnSignal (app: FastifyInstance): void {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    setTimeout(() => fail(`close did not finish within ${HARD_EXIT_MS} ms after ${signal}; exiting`), HARD_EXIT_MS).unref()
+    const open = app.sse.size
+    app.log.info(`tower: ${signal}: ending ${open} open stream${open === 1 ? '' : 's'} and stopping`)
+    // Nothing else holds the event loop once closed, so the process then exits with code 0.
+    app.close().catch((err: Error) => fail(`close failed: ${err.message}`))
+  }
+  // once: a second Ctrl-C gets Node's default handling and ends the process at once.
+  process.once('SIGINT', onSignal)
+  process.once('SIGTERM', onSignal)
+}
+
+async function main (): Promise<void> {
+  const config = parseConfig(process.argv.slice(2), process.env)
+  if (config.help) {
+    process.stdout.write(usage())
+    return
+  }
+  const app = buildTower({ sse: config.sse })
+  const limits = describeLimits(config.limits)
+  try {
+    await app.listen({
+      host: config.host,
+      port: config.port,
+      // Fastify's own "listening" log line, made the one start-up line with the limits in force.
+      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${limits}`
+    })
+  } catch (err) {
+    fail(listenFailure(err as NodeJS.ErrnoException, config))
+  }
+  closeOnSignal(app)
+}
+
+// A configuration mistake is the user's to fix: one line. Anything else is a bug: keep its stack.
+main().catch((err: Error) => fail(err instanceof TowerConfigError ? err.message : String(err.stack)))

@@ -1,0 +1,179 @@
+import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
+import { RESERVED_STREAM_PATHS } from './routes'
+
+/** What `npm start` runs with: where to listen and the plugin options that were set. */
+export interface TowerConfig {
+  host: string
+  port: number
+  /** Only the options given by flag or environment; the plugin fills in the rest from DEFAULTS. */
+  sse: TowerSseOptions
+  /** Every plugin option in force, already validated by the plugin's own normalizeOptions. */
+  limits: NormalizedOptions
+  help: boolean
+}
+
+/** A bad flag, environment variable or value; the message names it and fits on one line. */
+export class TowerConfigError extends Error {
+  override readonly name = 'TowerConfigError'
+}
+
+export const DEFAULT_HOST = '127.0.0.1'
+export const DEFAULT_PORT = 4100
+const ENV_PREFIX = 'TOWER_SSE_'
+
+type PluginOption = keyof typeof DEFAULTS
+
+/** One settable plugin option, derived from DEFAULTS so that options added later work unchanged. */
+interface OptionSpec {
+  key: PluginOption
+  flag: string
+  env: string
+  integer: boolean
+}
+
+const OPTION_SPECS: readonly OptionSpec[] = (Object.keys(DEFAULTS) as PluginOption[]).map((key) => ({
+  key,
+  flag: `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+  env: ENV_PREFIX + key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase(),
+  integer: typeof DEFAULTS[key] === 'number'
+}))
+
+const INTEGER_TEXT = /^-?\d+$/
+
+function parseInteger (source: string, text: string): number {
+  const value = Number(text)
+  if (!INTEGER_TEXT.test(text) || !Number.isSafeInteger(value)) {
+    throw new TowerConfigError(`${source} must be an integer, got ${JSON.stringify(text)}`)
+  }
+  return value
+}
+
+function parsePort (source: string, text: string): number {
+  const port = parseInteger(source, text)
+  if (port < 0 || port > 65535) throw new TowerConfigError(`${source} must be a port between 0 and 65535, got ${port}`)
+  return port
+}
+
+function parseHost (source: string, text: string): string {
+  if (text.trim() === '') throw new TowerConfigError(`${source} must be a host name or address, got ${JSON.stringify(text)}`)
+  return text
+}
+
+/** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
+function readFlags (argv: readonly string[]): { values: Map<string, string>, help: boolean } {
+  const known = new Set(['--host', '--port', ...OPTION_SPECS.map((spec) => spec.flag)])
+  const values = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--help' || arg === '-h') return { values, help: true }
+    if (!arg.startsWith('--')) throw new TowerConfigError(`unexpected argument ${JSON.stringify(arg)} (see --help)`)
+    const eq = arg.indexOf('=')
+    const flag = eq === -1 ? arg : arg.slice(0, eq)
+    if (!known.has(flag)) throw new TowerConfigError(`unknown flag ${flag} (see --help)`)
+    let value: string | undefined
+    if (eq !== -1) {
+      value = arg.slice(eq + 1)
+    } else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) {
+      value = argv[++i]
+    }
+    if (value === undefined) throw new TowerConfigError(`${flag} needs a value`)
+    values.set(flag, value)
+  }
+  return { values, help: false }
+}
+
+/** A misspelt TOWER_SSE_ variable would otherwise be ignored without a word. */
+function checkEnvNames (env: NodeJS.ProcessEnv): void {
+  const known = new Set(OPTION_SPECS.map((spec) => spec.env))
+  for (const name of Object.keys(env)) {
+    if (name.startsWith(ENV_PREFIX) && !known.has(name)) {
+      throw new TowerConfigError(`unknown environment variable ${name} (see --help)`)
+    }
+  }
+}
+
+/**
+ * Builds Tower's configuration: flags override environment variables, which override the
+ * defaults (the plugin's DEFAULTS, 127.0.0.1 and 4100). Plugin values are checked by the
+ * plugin's normalizeOptions here, so a bad one stops start-up before anything listens.
+ */
+export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): TowerConfig {
+  const { values: flags, help } = readFlags(argv)
+  checkEnvNames(env)
+  // The flag or variable the value came from: where to point the user when it is refused.
+  const pickText = (flag: string, envName: string): { source: string, text: string } | undefined => {
+    const fromFlag = flags.get(flag)
+    if (fromFlag !== undefined) return { source: flag, text: fromFlag }
+    const fromEnv = env[envName]
+    return fromEnv === undefined ? undefined : { source: envName, text: fromEnv }
+  }
+
+  const hostText = pickText('--host', 'HOST')
+  const portText = pickText('--port', 'PORT')
+  const host = hostText === undefined ? DEFAULT_HOST : parseHost(hostText.source, hostText.text)
+  const port = portText === undefined ? DEFAULT_PORT : parsePort(portText.source, portText.text)
+
+  const sse: Record<string, unknown> = {}
+  const sources = new Map<string, string>()
+  for (const spec of OPTION_SPECS) {
+    const given = pickText(spec.flag, spec.env)
+    if (given === undefined) continue
+    sse[spec.key] = spec.integer ? parseInteger(given.source, given.text) : given.text
+    sources.set(spec.key, given.source)
+  }
+  const options = sse as TowerSseOptions
+  const limits = validate(options, sources)
+  const taken = RESERVED_STREAM_PATHS.get(limits.path)
+  if (taken !== undefined) {
+    throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} is ${taken}; the event stream needs a path of its own`)
+  }
+  return { host, port, sse: options, limits, help }
+}
+
+function validate (sse: TowerSseOptions, sources: Map<string, string>): NormalizedOptions {
+  try {
+    return normalizeOptions(sse)
+  } catch (err) {
+    if (!(err instanceof TowerSseOptionError)) throw err
+    const reason = err.message.replace(/^tower-sse: /, '')
+    const source = sources.get(err.option)
+    const spec = OPTION_SPECS.find((s) => s.key === err.option)
+    if (source !== undefined) throw new TowerConfigError(`${source}: ${reason}`)
+    // A combination rule refused a default: say which setting would change it.
+    const hint = spec === undefined ? '' : ` (${err.option} is the default here; set ${spec.flag} or ${spec.env})`
+    throw new TowerConfigError(reason + hint)
+  }
+}
+
+/** `--help`: every flag with its environment variable and default, derived like the parser. */
+export function usage (): string {
+  const rows: Array<[string, string, string]> = [
+    ['--host <host>', 'HOST', DEFAULT_HOST],
+    ['--port <integer>', 'PORT', String(DEFAULT_PORT)],
+    ...OPTION_SPECS.map((spec): [string, string, string] =>
+      [`${spec.flag} <${spec.integer ? 'integer' : 'string'}>`, spec.env, String(DEFAULTS[spec.key])])
+  ]
+  const flagWidth = Math.max(...rows.map((r) => r[0].length))
+  const envWidth = Math.max(...rows.map((r) => r[1].length))
+  const lines = rows.map(([flag, envName, def]) => `  ${flag.padEnd(flagWidth)}  ${envName.padEnd(envWidth)}  ${def}`)
+  return [
+    'Usage: npm start -- [options]   (or: node dist/tower/cli.js [options])',
+    '',
+    'Tower: tower-sse on Fastify with POST /api/notify, GET /api/events/stats and a dashboard at /.',
+    '',
+    `  ${'flag'.padEnd(flagWidth)}  ${'environment'.padEnd(envWidth)}  default`,
+    ...lines,
+    `  ${'--help'.padEnd(flagWidth)}  ${''.padEnd(envWidth)}  print this help`,
+    '',
+    'Flags override environment variables, which override the defaults.',
+    ''
+  ].join('\n')
+}
+
+/** The limits in force, for the start-up line: every plugin option except the route path. */
+export function describeLimits (limits: NormalizedOptions): string {
+  return OPTION_SPECS
+    .filter((spec) => spec.key !== 'path')
+    .map((spec) => `${spec.key} ${String(limits[spec.key])}`)
+    .join(', ')
+}

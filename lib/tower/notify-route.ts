@@ -1,0 +1,86 @@
+import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
+import { isValidTopic } from '../subscription'
+import { TOWER_ROUTES } from './routes'
+
+/** What a producer (editor extension, CLI, CI hook) posts to POST /api/notify. */
+export interface Notification {
+  type: string
+  title: string
+  body: string
+  /** Sent as the event's topic: streams subscribed with ?topics= get only their workspaces. */
+  workspace?: string
+}
+
+/** The data of the SSE message every client receives: the notification plus its id. */
+export interface SentNotification extends Notification {
+  id: string
+}
+
+export interface NotifyReply {
+  /** The notification's id, which is also its SSE `id:` (what a client resumes from). */
+  id: string
+  /** Streams the notification was queued for. */
+  delivered: number
+}
+
+// The first message of every stream is {"type":"connected"}: a notification may not pose as it.
+const RESERVED_TYPE = 'connected'
+
+const FIELDS = ['type', 'title', 'body', 'workspace'] as const
+
+const bodySchema = {
+  type: 'object',
+  required: ['type', 'title', 'body'],
+  additionalProperties: false,
+  properties: {
+    type: { type: 'string', minLength: 1, maxLength: 64, not: { const: RESERVED_TYPE } },
+    title: { type: 'string', minLength: 1, maxLength: 200 },
+    body: { type: 'string', maxLength: 4000 },
+    // Its length and characters are the plugin's topic rule, checked by isValidTopic below.
+    workspace: { type: 'string' }
+  }
+} as const
+
+/** Turns ajv's first error into a sentence that says which field is wrong and how. */
+function describeError (error: FastifySchemaValidationError, dataVar: string): string {
+  const where = `${dataVar}${error.instancePath}`
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return `${dataVar} has an unknown property ${JSON.stringify(error.params.additionalProperty)} (allowed: ${FIELDS.join(', ')})`
+    case 'required':
+      return `${dataVar} is missing the required property ${JSON.stringify(error.params.missingProperty)}`
+    case 'not':
+      return `${where} ${JSON.stringify(RESERVED_TYPE)} is reserved for the first message of every stream`
+    case 'minLength':
+      return `${where} must not be empty`
+    default:
+      return `${where} ${error.message ?? 'is invalid'}`
+  }
+}
+
+const BODY_LIMIT_BYTES = 16 * 1024
+
+/**
+ * POST /api/notify: validates one notification and broadcasts it to every open stream as one
+ * SSE message. Types are not coerced and unknown properties are refused, not dropped: that is
+ * configured on Tower's ajv (see app.ts).
+ */
+export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
+  fastify.post<{ Body: Notification, Reply: NotifyReply }>(TOWER_ROUTES.notify, {
+    bodyLimit: BODY_LIMIT_BYTES,
+    schema: { body: bodySchema },
+    schemaErrorFormatter: (errors, dataVar) => new Error(errors.map((e) => describeError(e, dataVar)).join('; '))
+  }, async (request) => {
+    const { workspace } = request.body
+    if (workspace !== undefined && !isValidTopic(workspace)) {
+      const message = `body/workspace must be 1-64 characters of A-Z a-z 0-9 _ . : - (it is the event's topic), got ${JSON.stringify(workspace)}`
+      throw Object.assign(new Error(message), { statusCode: 400 })
+    }
+    // Synchronous from here to broadcast, so the id read now is the one the event gets.
+    const notification: SentNotification = { id: fastify.sse.nextEventId, ...request.body }
+    // The one place where a notification's workspace becomes the plugin's topic.
+    const delivered = fastify.sse.broadcast(notification, { topic: workspace })
+    return { id: notification.id, delivered }
+  })
+  done()
+}

@@ -1,0 +1,72 @@
+import { readFile } from 'node:fs/promises'
+import path from 'node:path'
+import type { FastifyPluginCallback, FastifyReply } from 'fastify'
+import { TOWER_ROUTES } from './routes'
+
+// lib/tower (tests) and dist/tower (npm start) are both two levels below the repository root.
+const REPO_ROOT = path.resolve(__dirname, '..', '..')
+export const PUBLIC_DIR = path.join(REPO_ROOT, 'lib', 'tower', 'public')
+export const CLIENT_ESM_FILE = path.join(REPO_ROOT, 'dist', 'client-esm', 'index.js')
+
+const CONTENT_TYPES: Readonly<Record<string, string>> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml'
+}
+
+function packageFile (name: string, ...rest: string[]): string {
+  return path.join(path.dirname(require.resolve(`${name}/package.json`)), ...rest)
+}
+
+/** The browser modules the dashboard imports, each from a fixed file: nothing else under /vendor/. */
+const VENDOR_FILES: Readonly<Record<string, { file: string, missing: string }>> = {
+  'eventsource-parser.js': {
+    file: packageFile('eventsource-parser', 'dist', 'index.js'),
+    missing: 'eventsource-parser is not installed (run npm install)'
+  },
+  'uplot.js': { file: packageFile('uplot', 'dist', 'uPlot.esm.js'), missing: 'uplot is not installed (run npm install)' },
+  'uplot.css': { file: packageFile('uplot', 'dist', 'uPlot.min.css'), missing: 'uplot is not installed (run npm install)' },
+  'tower-sse-client.js': {
+    file: CLIENT_ESM_FILE,
+    missing: 'the browser build of tower-sse/client (dist/client-esm/index.js) is missing: run npm run build'
+  }
+}
+
+// One path segment, no leading dot: no traversal, no dotfiles, nothing outside public/.
+const PUBLIC_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/
+
+async function sendFile (reply: FastifyReply, file: string, missing: string): Promise<FastifyReply> {
+  let content: Buffer
+  try {
+    content = await readFile(file)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code !== 'ENOENT' && code !== 'EISDIR') throw err
+    return reply.code(404).send({ statusCode: 404, error: 'Not Found', message: missing })
+  }
+  return reply
+    .type(CONTENT_TYPES[path.extname(file)])
+    .header('cache-control', 'no-cache')
+    .header('x-content-type-options', 'nosniff')
+    .send(content)
+}
+
+/** GET / (the dashboard), GET /<file> from lib/tower/public/, GET /vendor/<module>. */
+export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => {
+  fastify.get(TOWER_ROUTES.dashboard, (_request, reply) =>
+    sendFile(reply, path.join(PUBLIC_DIR, 'index.html'), 'the dashboard page lib/tower/public/index.html is missing'))
+
+  fastify.get<{ Params: { name: string } }>('/vendor/:name', (request, reply) => {
+    const vendor = Object.hasOwn(VENDOR_FILES, request.params.name) ? VENDOR_FILES[request.params.name] : undefined
+    if (vendor === undefined) return reply.callNotFound()
+    return sendFile(reply, vendor.file, vendor.missing)
+  })
+
+  fastify.get<{ Params: { name: string } }>('/:name', (request, reply) => {
+    const { name } = request.params
+    if (!PUBLIC_NAME.test(name) || !Object.hasOwn(CONTENT_TYPES, path.extname(name))) return reply.callNotFound()
+    return sendFile(reply, path.join(PUBLIC_DIR, name), `no file ${name} in the dashboard's assets`)
+  })
+  done()
+}

@@ -1,0 +1,74 @@
+import net from 'node:net'
+import t from 'tap'
+import { connect } from './fixtures/sse-connection'
+import { notify } from './fixtures/tower'
+import { runCli } from './fixtures/tower-cli'
+
+// Each subtest waits on its own child processes: run them side by side to keep the file short.
+t.jobs = 4
+
+/** The start-up line is Fastify's one "listening" log line (pino JSON), made to carry the limits. */
+function startupMessage (line: string): string {
+  return JSON.parse(line).msg
+}
+
+t.test('starts, says where and with which limits, serves, and on SIGTERM ends every stream and exits 0', async (t) => {
+  const cli = runCli(['--max-clients', '5'], { PORT: '0', TOWER_SSE_MAX_AGE_MS: '120000' })
+  t.teardown(() => cli.child.kill('SIGKILL'))
+  const message = startupMessage(await cli.line(/tower: listening on/))
+  const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(message)?.[1])
+  t.ok(port > 0, `listening on an ephemeral port: ${message}`)
+  t.match(message, 'events at /api/events')
+  t.match(message, /maxClients 5, retryMs 5000, retryJitterMs 1000, retryAfterSeconds 5, .*maxAgeMs 120000, maxAgeJitterMs 60000/)
+  t.equal(cli.stdout().split('\n').filter((l) => l.includes('listening')).length, 1, 'one start-up line')
+
+  const clients = await Promise.all([connect(port), connect(port), connect(port)])
+  for (const c of clients) t.equal(JSON.parse((await c.nextEvent(0)).data).type, 'connected')
+  const sent = JSON.parse((await notify(port, { type: 'ci', title: 'Green', body: 'all tests pass' })).body)
+  t.equal(sent.delivered, 3)
+  t.notMatch(cli.stdout(), /"req(uest)?"|incoming request|request completed/, 'no log line per request')
+
+  cli.child.kill('SIGTERM')
+  const { code, signal } = await cli.exited
+  t.same({ code, signal }, { code: 0, signal: null }, 'exit code 0: close() finished before the 2 s fallback')
+  await Promise.all(clients.map((c) => c.ended))
+  for (const c of clients) t.equal(JSON.parse((await c.nextEvent(1)).data).title, 'Green', 'the notification arrived before shutdown')
+  t.equal(cli.stderr(), '', 'nothing on stderr')
+})
+
+t.test('a bad value exits 1 with a one-line message naming it', async (t) => {
+  const runs: Array<[string[], Record<string, string>, string]> = [
+    // Every kind of bad flag and variable is covered by tower-config.test.ts; here, that it stops start-up.
+    [['--max-clients', '0'], {}, 'tower: --max-clients: option "maxClients" must be an integer >= 1, got 0\n'],
+    // TEST-NET-1: no interface here has it, so binding fails locally and nothing is sent.
+    [['--host', '192.0.2.1', '--port', '0'], {}, 'tower: address 192.0.2.1 is not available on this machine\n']
+  ]
+  await Promise.all(runs.map(async ([args, env, expected]) => {
+    const cli = runCli(args, env)
+    const { code } = await cli.exited
+    t.equal(code, 1, `${args.join(' ')} ${JSON.stringify(env)}: exit code 1`)
+    t.equal(cli.stderr(), expected)
+    t.equal(cli.stdout(), '', 'nothing started')
+  }))
+})
+
+t.test('a port already in use exits 1 with one line and no stack trace', async (t) => {
+  const blocker = net.createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const port = (blocker.address() as net.AddressInfo).port
+  const cli = runCli(['--port', String(port)])
+  const { code } = await cli.exited
+  t.equal(code, 1)
+  t.equal(cli.stderr(), `tower: port ${port} on 127.0.0.1 is already in use\n`)
+  t.notMatch(cli.stdout(), /listening/)
+})
+
+t.test('--help prints the usage and exits 0 without listening', async (t) => {
+  const cli = runCli(['--help'])
+  const { code } = await cli.exited
+  t.equal(code, 0)
+  t.match(cli.stdout(), /^Usage: npm start -- \[options\]/)
+  t.match(cli.stdout(), /--max-clients <integer>\s+TOWER_SSE_MAX_CLIENTS\s+200/)
+  t.equal(cli.stderr(), '')
+})

@@ -1,0 +1,114 @@
+import t from 'tap'
+import { DEFAULTS, normalizeOptions } from '../lib/index'
+import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
+
+const kebab = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+const envName = (key: string): string => `TOWER_SSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`
+const OPTION_KEYS = Object.keys(DEFAULTS) as Array<keyof typeof DEFAULTS>
+
+t.test('with nothing given: 127.0.0.1:4100 and exactly the plugin DEFAULTS', async (t) => {
+  const config = parseConfig([], {})
+  t.equal(config.host, DEFAULT_HOST)
+  t.equal(config.port, DEFAULT_PORT)
+  t.same([DEFAULT_HOST, DEFAULT_PORT], ['127.0.0.1', 4100])
+  t.same(config.sse, {}, 'no plugin option is set, so the plugin applies its own defaults')
+  t.same(config.limits, normalizeOptions({}))
+  t.equal(config.help, false)
+})
+
+t.test('every option in DEFAULTS is settable by flag and by environment, typed like its default', async (t) => {
+  for (const key of OPTION_KEYS) {
+    const text = String(DEFAULTS[key])
+    const fromFlag = parseConfig([kebab(key), text], {})
+    const fromEnv = parseConfig([], { [envName(key)]: text })
+    t.equal(fromFlag.sse[key], DEFAULTS[key], `${kebab(key)} ${text}`)
+    t.equal(fromEnv.sse[key], DEFAULTS[key], `${envName(key)}=${text}`)
+  }
+})
+
+t.test('values from flags, --flag=value and environment reach the plugin options', async (t) => {
+  const config = parseConfig(
+    ['--max-clients', '50', '--max-age-ms=120000', '--path', '/sse', '--host', '::1', '--port=0'],
+    { TOWER_SSE_RETRY_AFTER_SECONDS: '9', TOWER_SSE_REJECT_WITH: 'retry', UNRELATED: 'x' }
+  )
+  t.same(config.sse, { path: '/sse', maxClients: 50, retryAfterSeconds: 9, maxAgeMs: 120_000, rejectWith: 'retry' })
+  t.equal(config.host, '::1')
+  t.equal(config.port, 0)
+  t.equal(config.limits.maxClients, 50)
+  t.equal(config.limits.maxAgeJitterMs, DEFAULTS.maxAgeJitterMs, 'what is not given keeps its default')
+})
+
+t.test('precedence: flags over environment over defaults', async (t) => {
+  const env = { TOWER_SSE_MAX_CLIENTS: '50', TOWER_SSE_HEARTBEAT_MS: '15000', HOST: '0.0.0.0', PORT: '4200' }
+  const config = parseConfig(['--max-clients', '7', '--port', '4300'], env)
+  t.equal(config.sse.maxClients, 7, 'flag beats environment')
+  t.equal(config.sse.heartbeatMs, 15_000, 'environment beats default')
+  t.equal(config.limits.retryMs, DEFAULTS.retryMs, 'default where neither is given')
+  t.equal(config.port, 4300)
+  t.equal(config.host, '0.0.0.0', 'HOST from the environment')
+})
+
+const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
+  ['not an integer (flag)', ['--max-clients', '5x'], {}, '--max-clients must be an integer, got "5x"'],
+  ['not an integer (env)', [], { TOWER_SSE_MAX_AGE_MS: '1e5' }, 'TOWER_SSE_MAX_AGE_MS must be an integer, got "1e5"'],
+  ['a fraction', ['--retry-ms', '1.5'], {}, '--retry-ms must be an integer, got "1.5"'],
+  ['empty from env', [], { TOWER_SSE_HEARTBEAT_MS: '' }, 'TOWER_SSE_HEARTBEAT_MS must be an integer, got ""'],
+  ['beyond a safe integer', ['--max-clients', '9007199254740993'], {}, '--max-clients must be an integer, got "9007199254740993"'],
+  ['refused by the plugin (flag)', ['--max-clients', '0'], {}, '--max-clients: option "maxClients" must be an integer >= 1, got 0'],
+  ['refused by the plugin (env)', [], { TOWER_SSE_PATH: 'events' }, 'TOWER_SSE_PATH: option "path" must be a string starting with "/", got "events"'],
+  ['a string option refused by the plugin', ['--reject-with', 'evict'], {}, '--reject-with: option "rejectWith"'],
+  ['a default made invalid by another value', ['--retry-ms', '500'], {},
+    'option "retryJitterMs" must be at most retryMs (500), got 1000 (retryJitterMs is the default here; set --retry-jitter-ms or TOWER_SSE_RETRY_JITTER_MS)'],
+  ['the stream on the stats route', ['--path', '/api/events/stats'], {},
+    '--path: "/api/events/stats" is the stats route; the event stream needs a path of its own'],
+  ['the stream on the dashboard', [], { TOWER_SSE_PATH: '/' }, 'TOWER_SSE_PATH: "/" is the dashboard page; the event stream needs a path of its own'],
+  ['unknown flag', ['--max-client', '5'], {}, 'unknown flag --max-client (see --help)'],
+  ['unknown environment variable', [], { TOWER_SSE_MAXCLIENTS: '5' }, 'unknown environment variable TOWER_SSE_MAXCLIENTS (see --help)'],
+  ['flag without a value (last)', ['--max-clients'], {}, '--max-clients needs a value'],
+  ['flag without a value (next is a flag)', ['--port', '--host', 'x'], {}, '--port needs a value'],
+  ['positional argument', ['50'], {}, 'unexpected argument "50" (see --help)'],
+  ['port out of range', ['--port', '65536'], {}, '--port must be a port between 0 and 65535, got 65536'],
+  ['port from env not a number', [], { PORT: 'http' }, 'PORT must be an integer, got "http"'],
+  ['blank host', ['--host', ' '], {}, '--host must be a host name or address, got " "']
+]
+
+t.test('bad input stops start-up with one line naming what was wrong', async (t) => {
+  for (const [what, argv, env, message] of refusals) {
+    let error: unknown
+    try {
+      parseConfig(argv, env)
+    } catch (err) {
+      error = err
+    }
+    t.type(error, TowerConfigError, what)
+    const text = error instanceof Error ? error.message : ''
+    t.ok(text.startsWith(message), `${what}: ${text}`)
+    t.notMatch(text, /\n/, `${what}: one line`)
+  }
+})
+
+t.test('negative integers are read as numbers and refused by the plugin, not as flags', async (t) => {
+  t.throws(() => parseConfig(['--retry-ms', '-5'], {}), { message: '--retry-ms: option "retryMs" must be an integer >= 0, got -5' })
+})
+
+t.test('--help wins over everything else and lists every option with its variable and default', async (t) => {
+  t.equal(parseConfig(['--max-clients', '5', '--help', '--bogus'], {}).help, true)
+  t.equal(parseConfig(['-h'], {}).help, true)
+  const text = usage()
+  for (const key of OPTION_KEYS) {
+    const row = text.split('\n').find((line) => line.trimStart().startsWith(`${kebab(key)} `))
+    t.ok(row, `a row for ${kebab(key)}`)
+    t.match(row, envName(key))
+    t.ok(row?.trimEnd().endsWith(` ${String(DEFAULTS[key])}`), `${kebab(key)} shows its default ${String(DEFAULTS[key])}`)
+  }
+  t.match(text, /--host <host>\s+HOST\s+127\.0\.0\.1/)
+  t.match(text, /--port <integer>\s+PORT\s+4100/)
+})
+
+t.test('the start-up description names every limit in force but the path', async (t) => {
+  const limits = parseConfig(['--max-clients', '50'], {}).limits
+  const text = describeLimits(limits)
+  t.match(text, /^maxClients 50, retryMs 5000, /)
+  for (const key of OPTION_KEYS.filter((k) => k !== 'path')) t.match(text, `${key} ${String(limits[key])}`)
+  t.notMatch(text, /path/)
+})
