@@ -23,6 +23,8 @@ export interface TowerSseClientOptions {
   random?: RandomSource
   /** Reconnection time until the server sends `retry:`, in ms. */
   retryMs?: number
+  /** Floor under the reconnection time, whatever `retry:` says: a server sending `retry: 50` cannot drive a loop. */
+  minRetryMs?: number
   /** After a stream ends, wait the reconnection time × [1, 1 + retryJitterRatio]. */
   retryJitterRatio?: number
   /** After a 503/429, wait its Retry-After × [1, 1 + retryAfterJitterRatio]. */
@@ -40,6 +42,7 @@ export interface TowerSseClientOptions {
 /** Every default in one place. */
 export const CLIENT_DEFAULTS = Object.freeze({
   retryMs: 3000,
+  minRetryMs: 1000,
   retryJitterRatio: 0.2,
   retryAfterJitterRatio: 0.5,
   backoffBaseMs: 1000,
@@ -53,6 +56,7 @@ type NumericOption = keyof typeof CLIENT_DEFAULTS
 const MAX_TIMER_MS = 2 ** 31 - 1
 const NUMBER_RULES: Record<NumericOption, { min: number, max: number }> = {
   retryMs: { min: 0, max: MAX_TIMER_MS },
+  minRetryMs: { min: 0, max: MAX_TIMER_MS },
   retryJitterRatio: { min: 0, max: 10 },
   retryAfterJitterRatio: { min: 0, max: 10 },
   backoffBaseMs: { min: 1, max: MAX_TIMER_MS },
@@ -250,12 +254,10 @@ export interface TowerSseMessage {
   readonly lastEventId: string
 }
 
-/** The event the server sends when the client is too far behind to replay: refetch your state. */
-export const RESYNC_EVENT = 'resync'
-
 export interface TowerSseClientEventMap {
   open: Event
   message: MessageEvent<string>
+  /** The server's `event: resync`: too far behind to replay what was missed, so refetch state. */
   resync: MessageEvent<string>
   error: TowerSseErrorEvent
   statechange: TowerSseStateEvent
@@ -436,7 +438,8 @@ export class TowerSseClient extends EventTarget {
     }
     // Only a stream that stayed open a while proves the server healthy; a first 200 does not.
     if (Date.now() - openedAt >= this.options.healthyAfterMs) this.failures = 0
-    const retry = jitterUpMs(this.reconnectMs, this.options.retryJitterRatio, this.options.random)
+    const reconnectMs = Math.max(this.reconnectMs, this.options.minRetryMs)
+    const retry = jitterUpMs(reconnectMs, this.options.retryJitterRatio, this.options.random)
     if (failure === null) {
       // The server ended the stream (max age, shutdown): come back after its retry: value.
       this.wait('stream-ended', retry, null)

@@ -1,0 +1,93 @@
+import t from 'tap'
+import {
+  CLIENT_DEFAULTS,
+  TowerSseClient,
+  TowerSseClientOptionError,
+  backoffDelayMs,
+  classifyResponse,
+  jitterUpMs,
+  parseRetryAfterMs
+} from '../lib/client/index'
+import { seededRandom } from './fixtures/client-seeded-random'
+
+t.test('backoff: full jitter within [0, min(cap, base × 2^(n-1))) over many seeded draws', async (t) => {
+  const random = seededRandom(7)
+  const base = 1000
+  const cap = 60_000
+  for (let failures = 1; failures <= 12; failures++) {
+    const ceiling = Math.min(cap, base * 2 ** (failures - 1))
+    const draws = Array.from({ length: 2000 }, () => backoffDelayMs(failures, random, base, cap))
+    const min = Math.min(...draws)
+    const max = Math.max(...draws)
+    if (min < 0 || max >= ceiling) t.fail(`failures ${failures}: draws in [${min}, ${max}] leave [0, ${ceiling})`)
+    // Full jitter: the draws cover the whole window, not a band near its top.
+    t.ok(min < ceiling * 0.05 && max > ceiling * 0.95, `failures ${failures}: draws span [0, ${ceiling}) (${min}..${max})`)
+  }
+  t.equal(backoffDelayMs(1000, () => 0.999999, base, cap), 59_999, 'a huge failure count stays under the cap')
+  t.equal(backoffDelayMs(3, () => 0, base, cap), 0)
+  t.throws(() => backoffDelayMs(0, random, base, cap), /failures must be an integer >= 1, got 0/)
+})
+
+t.test('jitterUpMs stretches a wait by up to ratio, never shortens it', async (t) => {
+  const random = seededRandom(11)
+  const draws = Array.from({ length: 2000 }, () => jitterUpMs(1000, 0.5, random))
+  t.ok(draws.every((d) => d >= 1000 && d <= 1500), 'all draws in [1000, 1500]')
+  t.ok(new Set(draws).size > 200, 'and spread over the window')
+  t.equal(jitterUpMs(1000, 0, random), 1000, 'ratio 0 is the value itself')
+})
+
+t.test('Retry-After: delay-seconds or HTTP-date (RFC 9110)', async (t) => {
+  const now = Date.parse('2025-01-01T00:00:00Z')
+  t.equal(parseRetryAfterMs('5', now), 5000)
+  t.equal(parseRetryAfterMs(' 120 ', now), 120_000)
+  t.equal(parseRetryAfterMs('Wed, 01 Jan 2025 00:00:07 GMT', now), 7000)
+  t.equal(parseRetryAfterMs('Tue, 31 Dec 2024 23:59:00 GMT', now), 0, 'a past date means now')
+  t.equal(parseRetryAfterMs('soon', now), null)
+  t.equal(parseRetryAfterMs('-3', now), null, 'not a year')
+  t.equal(parseRetryAfterMs('2025-01-01T00:00:09Z', now), null, 'not an HTTP-date')
+  t.equal(parseRetryAfterMs('Wed, 01 Jan 2025 00:00:07 PST', now), null, 'HTTP-dates are GMT')
+  t.equal(parseRetryAfterMs(null, now), null)
+})
+
+t.test('classifyResponse: stream, wait or stop', async (t) => {
+  t.same(classifyResponse(200, 'text/event-stream; charset=utf-8'), { kind: 'stream' })
+  t.same(classifyResponse(200, 'TEXT/EVENT-STREAM'), { kind: 'stream' })
+  t.match(classifyResponse(200, 'text/event-streams'), { kind: 'stop' })
+  t.match(classifyResponse(200, 'text/html'), { kind: 'stop', message: /expected a text\/event-stream response, got content-type "text\/html"/ })
+  t.match(classifyResponse(200, null), { kind: 'stop' })
+  t.same(classifyResponse(503, null), { kind: 'wait', reason: 'refused' })
+  t.same(classifyResponse(429, null), { kind: 'wait', reason: 'refused' })
+  t.same(classifyResponse(500, null), { kind: 'wait', reason: 'server-error' })
+  t.same(classifyResponse(502, null), { kind: 'wait', reason: 'server-error' })
+  t.match(classifyResponse(204, null), { kind: 'stop', message: /204 No Content/ })
+  for (const status of [400, 401, 403, 404, 410]) {
+    t.match(classifyResponse(status, null), { kind: 'stop', message: new RegExp(`HTTP ${status}`) }, `${status} stops`)
+  }
+})
+
+t.test('options are validated in the constructor with errors that name them', async (t) => {
+  const bad: Array<[Record<string, unknown>, RegExp]> = [
+    [{ backoffBaseMs: 0 }, /option "backoffBaseMs" must be a number between 1 and \d+, got 0/],
+    [{ backoffCapMs: 500 }, /option "backoffCapMs" must be at least backoffBaseMs \(1000\), got 500/],
+    [{ retryMs: -1 }, /option "retryMs" must be .*got -1/],
+    [{ retryMs: '5s' }, /option "retryMs" must be .*got "5s"/],
+    [{ retryAfterJitterRatio: Number.NaN }, /option "retryAfterJitterRatio"/],
+    [{ healthyAfterMs: Infinity }, /option "healthyAfterMs"/],
+    [{ random: 4 }, /option "random" must be a function/],
+    [{ fetch: 'no' }, /option "fetch" must be a fetch function/],
+    [{ headers: { authorization: 1 } }, /option "headers" must be an object of string header values/],
+    [{ lastEventId: 'a\nb' }, /option "lastEventId" must be a string without CR, LF or NUL/],
+    [{ retry: 1000 }, /option "retry" must be one of the known options/]
+  ]
+  for (const [options, message] of bad) {
+    t.throws(() => new TowerSseClient('http://127.0.0.1:9/', options), { name: 'TowerSseClientOptionError', message }, JSON.stringify(options))
+  }
+  const circular: Record<string, unknown> = {}
+  circular.self = circular
+  t.throws(() => new TowerSseClient('http://127.0.0.1:9/', { headers: circular as Record<string, string> }),
+    /option "headers" must be an object of string header values, got \[object Object\]/, 'a value JSON cannot show is still named')
+  t.throws(() => new TowerSseClient(42 as unknown as string), /url must be a string or URL, got 42/)
+  const error = t.throws(() => new TowerSseClient('http://127.0.0.1:9/', { backoffCapMs: 10 })) as TowerSseClientOptionError
+  t.equal(error.option, 'backoffCapMs')
+  t.ok(Object.isFrozen(CLIENT_DEFAULTS))
+})
