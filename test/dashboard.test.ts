@@ -87,6 +87,8 @@ if (!hasChromium()) {
     // Where a bare EventSource gives up for good, it tries again: never faster than one attempt
     // per Retry-After (at least 1 s).
     await waitFor('two retries, both refused', () => tower.app.sse.stats().rejected - refusedBefore >= 3, 10_000)
+    // The server counts a refusal before the page has read it: wait for the page to take it in.
+    await second.locator('#connection[data-state="waiting"]').waitFor({ timeout: 5_000 })
     t.equal(await connectionState(second), 'waiting', 'still waiting, not given up')
     const refused = tower.app.sse.stats().rejected - refusedBefore
     const elapsedSeconds = (Date.now() - startedAt) / 1000
