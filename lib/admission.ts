@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ActivityLog } from './activity-log'
 import { STREAM_HEADERS } from './client-stream'
-import { encodeRetry } from './encoder'
+import { encodeEvent, encodeRetry } from './encoder'
 import { jitter } from './jitter'
 import type { NormalizedOptions } from './options'
 import type { SseRegistry } from './registry'
@@ -131,8 +131,10 @@ export class Admission {
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
       // a 503 would make the browser give up for good.
+      // The `refused` event lets a client that knows it (tower-sse/client) tell this from an expiry.
       const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
-      void reply.code(200).headers(STREAM_HEADERS).send(encodeRetry(retryMs))
+      const refused = encodeEvent({ event: 'refused', data: { reason, retryAfterSeconds: seconds } })
+      void reply.code(200).headers(STREAM_HEADERS).send(Buffer.concat([encodeRetry(retryMs), refused]))
     } else {
       const status = reason === 'perKey' ? 429 : 503
       void reply

@@ -59,6 +59,22 @@ t.test('server full: one attempt per Retry-After window (+ jitter), then connect
   t.same(waits.map((w) => w.failures), waits.map((_, i) => i + 1), 'each refusal counts as a failure')
 })
 
+t.test('rejectWith "retry": the client tells the refusal stream from an expiry and still gets in', async (t) => {
+  const { app, port } = await startApp({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 1, heartbeatMs: 60_000, random: () => 0 })
+  t.teardown(() => app.close())
+  const holder = await connect(port)
+  const client = new TowerSseClient(`http://127.0.0.1:${port}/api/events`, { random: seededRandom(5) })
+  t.teardown(() => client.close())
+  const timeline = recordStates(client)
+  await waitFor('two refusals', () => timeline.of('waiting').length >= 2, 10_000)
+  holder.destroy()
+  await waitFor('the client to get the freed slot', () => app.sse.size === 1 && client.readyState === TowerSseClient.OPEN, 10_000)
+  const waits = timeline.of('waiting').map((w) => w.state)
+  t.ok(waits.every((w) => w.reason === 'refused'), `every wait is named a refusal: ${waits.map((w) => w.reason).join(', ')}`)
+  t.ok(waits.every((w) => w.delayMs >= 500), `and honours the retry: it was given (${waits.map((w) => w.delayMs).join(', ')} ms)`)
+  t.same(waits.map((w) => w.failures), waits.map((_, i) => i + 1), 'each refusal counts as a failure')
+})
+
 t.test('after max-age expiry: reconnects after retry: and misses no event (Last-Event-ID replay)', async (t) => {
   const { app, port } = await startApp({ maxAgeMs: 300, maxAgeJitterMs: 100, retryMs: 150, retryJitterMs: 0, heartbeatMs: 60_000 })
   t.teardown(() => app.close())

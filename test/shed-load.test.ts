@@ -35,8 +35,9 @@ t.test('rejectWith "retry": a native EventSource waits and tries again instead o
   await refused.ended
   t.equal(refused.status, 200, 'a refusal is a 200 event stream…')
   t.equal(refused.headers['content-type'], 'text/event-stream; charset=utf-8')
-  t.equal(refused.events.length, 0, '…with no event…')
-  t.equal(refused.retries.length, 1, '…only a retry: …')
+  t.equal(refused.retries.length, 1, '…a retry: …')
+  t.same(refused.events.map((e) => [e.event, JSON.parse(e.data)]), [['refused', { reason: 'capacity', retryAfterSeconds: 1 }]],
+    '…and one named event a native EventSource ignores, so the project\'s client can tell a refusal from an expiry')
   t.ok(refused.retries[0] >= 1000 && refused.retries[0] <= 2500, `…of ${refused.retries[0]} ms (Retry-After 1-2 s ± 0.5 s)`)
   t.equal(app.sse.stats().rejected, 1, 'counted as a refusal, not a connect')
 

@@ -418,8 +418,13 @@ export class TowerSseClient extends EventTarget {
     const openedAt = Date.now()
     this.setState({ kind: 'open', since: openedAt })
     this.dispatchEvent(new Event('open'))
+    // A server refusing with rejectWith 'retry' sends a 200 stream with `event: refused` and ends it.
+    let refused = false
     const parser = createParser({
-      onEvent: (event) => this.deliver(event),
+      onEvent: (event) => {
+        if (event.event === 'refused') refused = true
+        this.deliver(event)
+      },
       onRetry: (ms) => { this.reconnectMs = Math.min(ms, MAX_TIMER_MS) }
     })
     const decoder = new TextDecoder()
@@ -440,6 +445,11 @@ export class TowerSseClient extends EventTarget {
     if (Date.now() - openedAt >= this.options.healthyAfterMs) this.failures = 0
     const reconnectMs = Math.max(this.reconnectMs, this.options.minRetryMs)
     const retry = jitterUpMs(reconnectMs, this.options.retryJitterRatio, this.options.random)
+    if (failure === null && refused) {
+      this.failures++
+      this.wait('refused', retry, new TowerSseClientError('the server refused the stream (event: refused)', response.status, false))
+      return
+    }
     if (failure === null) {
       // The server ended the stream (max age, shutdown): come back after its retry: value.
       this.wait('stream-ended', retry, null)
