@@ -1,0 +1,211 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Histogram } from '../lib/histogram'
+import { IpcClient } from '../lib/ipc'
+import { spawnSibling } from '../lib/spawn-sibling'
+import type { CollectReply, ConnectReply } from './client'
+import type { ContenderName } from './contenders'
+import { STREAM_PATH } from './contenders/contender'
+import { nowUs } from './payload'
+import { steadyRate, type FanoutPlan } from './plan'
+import { median } from './rounds'
+import type { CpuReading, FastReply, MemoryReply, StartReply, SteadyReply } from './server'
+
+/** What one contender did with one stream count: the figures of one results row. */
+export interface CaseResult {
+  contender: ContenderName
+  clients: number
+  clientProcesses: number
+  /** Time to admit every stream, first connect to last 200, and the rate it implies. */
+  connectMs: number
+  connectsPerSec: number
+  /** Events per second of the steady phase (the same deliveries per second at every stream count). */
+  steadyRatePerSec: number
+  /** Median server time of one broadcast at the steady rate (stamp to next event-loop turn). */
+  broadcastMs: number
+  /** Delivery latency at the steady rate: stamp in the payload to its arrival at the client. */
+  p50Ms: number
+  p99Ms: number
+  /** Server CPU (user + system, % of one core) over the steady phase. */
+  steadyCpuPct: number
+  /** CPU per delivery (one event to one stream) in the steady phase: server, and all client processes. */
+  serverCpuUsPerDelivery: number
+  clientCpuUsPerDelivery: number
+  /** Back to back: events per second that reached every stream. */
+  eventsPerSec: number
+  fastEvents: number
+  fastP50Ms: number
+  fastP99Ms: number
+  /** Server CPU time per event in the back-to-back phase, delivery included. */
+  fastCpuMsPerEvent: number
+  /** Server growth per idle stream after GC, from before the first connect to after the last. */
+  rssPerClientKB: number
+  heapPerClientKB: number
+  /** Share of the expected deliveries (events × streams, both phases) that arrived. */
+  deliveredPct: number
+}
+
+const REQUEST_MS = 30_000
+const CONNECT_MS = 180_000
+/** Descriptors a process needs beyond its sockets (stdio, IPC, epoll, libuv, …). */
+const SPARE_FILES = 64
+
+/**
+ * Loopback source address of client process `i`: each has its own ephemeral port range, and
+ * none shares 127.0.0.1's with whatever else runs on the host.
+ */
+export function sourceAddress (i: number): string {
+  return `127.0.7.${1 + i}`
+}
+
+/** `total` streams spread as evenly as possible over `parts` processes. */
+export function shares (total: number, parts: number): number[] {
+  return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0))
+}
+
+function requireFiles (who: string, limit: number | null, needed: number): void {
+  if (limit !== null && limit < needed) {
+    throw new Error(`${who} may open ${limit} files but needs ${needed}: raise the hard limit (ulimit -Hn) or lower --clients`)
+  }
+}
+
+const round = (value: number, digits = 2): number => Number(value.toFixed(digits))
+
+interface Phase { sent: number, cpuUs: number, wallUs: number, delivered: CollectReply[] }
+
+/** Runs one phase: resets the clients, lets `send` run on the server, waits for delivery. */
+async function phase (
+  server: IpcClient, holders: IpcClient[], plan: FanoutPlan,
+  send: () => Promise<number>
+): Promise<Phase> {
+  await Promise.all(holders.map((h) => h.request({ type: 'reset' }, REQUEST_MS)))
+  const before = await server.request<CpuReading>({ type: 'cpu' }, REQUEST_MS)
+  const sent = await send()
+  const delivered = await Promise.all(holders.map((h) => h.request<CollectReply>(
+    { type: 'collect', perStream: sent, timeoutMs: plan.deliveryTimeoutMs }, plan.deliveryTimeoutMs + REQUEST_MS
+  )))
+  const after = await server.request<CpuReading>({ type: 'cpu' }, REQUEST_MS)
+  return { sent, cpuUs: after.cpuUs - before.cpuUs, wallUs: after.atUs - before.atUs, delivered }
+}
+
+function latencyOf (delivered: CollectReply[]): Histogram {
+  const merged = new Histogram()
+  for (const reply of delivered) merged.merge(reply.latencyUs)
+  return merged
+}
+
+const received = (delivered: CollectReply[]): number => delivered.reduce((sum, r) => sum + r.received, 0)
+
+/**
+ * Opens every stream (each client process its share, from its own source address) and waits
+ * until the server counts them all; returns the time from the first connect to the last 200.
+ */
+async function admit (
+  server: IpcClient, holders: IpcClient[], plan: FanoutPlan, port: number, perProcess: number[], label: string
+): Promise<number> {
+  const clients = perProcess.reduce((sum, n) => sum + n, 0)
+  const startUs = nowUs()
+  const connected = await Promise.all(holders.map((holder, i) => holder.request<ConnectReply>({
+    type: 'connect', port, path: STREAM_PATH, count: perProcess[i], concurrency: plan.connectConcurrency, localAddress: sourceAddress(i)
+  }, CONNECT_MS)))
+  const connectMs = (Math.max(...connected.map((c) => c.doneUs)) - startUs) / 1000
+  const admitted = connected.reduce((sum, c) => sum + c.admitted, 0)
+  if (admitted !== clients) {
+    const errors = [...new Set(connected.flatMap((c) => c.errors))].join('; ')
+    throw new Error(`${label}: ${admitted} of ${clients} streams admitted (${errors})`)
+  }
+  // A library may register a stream a moment after its headers went out.
+  const deadline = Date.now() + 10_000
+  while (await server.request<number>({ type: 'size' }, REQUEST_MS) < clients) {
+    if (Date.now() > deadline) throw new Error(`${label}: the server never counted ${clients} open streams`)
+    await sleep(20)
+  }
+  return connectMs
+}
+
+/**
+ * One contender with `clients` streams, in fresh processes: start the server, admit the
+ * streams, read idle memory, broadcast at a steady rate, then back to back; the server is
+ * stopped first so it, not the clients, closes the sockets.
+ */
+export async function measureCase (
+  plan: FanoutPlan, contender: ContenderName, clients: number,
+  log: (line: string) => void, profileFile: string | null = null
+): Promise<CaseResult> {
+  const server = new IpcClient(
+    spawnSibling(__filename, 'server', { nodeFlags: ['--expose-gc'], raiseFileLimit: true }), `${contender} server`
+  )
+  const perProcess = shares(clients, Math.ceil(clients / plan.streamsPerProcess))
+  const holders = perProcess.map((_, i) => new IpcClient(
+    spawnSibling(__filename, 'client', { raiseFileLimit: true }), `client process ${i}`
+  ))
+  try {
+    const { port, fileLimit } = await server.request<StartReply>({ type: 'start', contender, maxClients: clients }, REQUEST_MS)
+    requireFiles(`${contender} server`, fileLimit, clients + SPARE_FILES)
+    for (const [i, holder] of holders.entries()) {
+      requireFiles(holder.label, await holder.request<number | null>({ type: 'fileLimit' }, REQUEST_MS), perProcess[i] + SPARE_FILES)
+    }
+    const idle = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)
+
+    const connectMs = await admit(server, holders, plan, port, perProcess, `${contender} ×${clients}`)
+    log(`${contender} ×${clients}: admitted in ${connectMs.toFixed(0)} ms`)
+    await sleep(plan.settleMs)
+    const loaded = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)
+
+    const warmupEvents = Math.ceil(plan.warmupDeliveries / clients)
+    await phase(server, holders, plan, async () =>
+      (await server.request<FastReply>({ type: 'fast', maxEvents: warmupEvents, maxMs: plan.fast.maxMs }, plan.fast.maxMs + REQUEST_MS)).sent)
+
+    let broadcastUs: number[] = []
+    const steady = await phase(server, holders, plan, async () => {
+      const periodUs = Math.round(1e6 / steadyRate(plan, clients))
+      const reply = await server.request<SteadyReply>({ type: 'steady', events: plan.steady.events, periodUs },
+        plan.steady.events * periodUs / 1000 + REQUEST_MS)
+      broadcastUs = reply.broadcastUs
+      return reply.sent
+    })
+    const steadyLatency = latencyOf(steady.delivered)
+    log(`${contender} ×${clients}: steady p99 ${(steadyLatency.quantile(0.99) / 1000).toFixed(2)} ms`)
+
+    if (profileFile !== null) await server.request({ type: 'profileStart' }, REQUEST_MS)
+    let firstSendUs = 0
+    const fast = await phase(server, holders, plan, async () => {
+      const reply = await server.request<FastReply>({ type: 'fast', ...plan.fast }, plan.fast.maxMs + REQUEST_MS)
+      firstSendUs = reply.firstSendUs
+      return reply.sent
+    })
+    if (profileFile !== null) await server.request({ type: 'profileStop', file: profileFile }, REQUEST_MS)
+    const fastLatency = latencyOf(fast.delivered)
+    const lastArrivalUs = Math.max(...fast.delivered.map((r) => r.lastArrivalUs))
+    const fastSeconds = (lastArrivalUs - firstSendUs) / 1e6
+    const eventsPerSec = fastSeconds > 0 ? received(fast.delivered) / clients / fastSeconds : 0
+    log(`${contender} ×${clients}: ${fast.sent} back-to-back events at ${eventsPerSec.toFixed(0)}/s`)
+
+    const expected = (steady.sent + fast.sent) * clients
+    const steadyDeliveries = Math.max(1, received(steady.delivered))
+    return {
+      contender,
+      clients,
+      clientProcesses: holders.length,
+      connectMs: round(connectMs, 1),
+      connectsPerSec: Math.round(clients / (connectMs / 1000)),
+      steadyRatePerSec: round(steadyRate(plan, clients), 3),
+      broadcastMs: round(median(broadcastUs) / 1000, 3),
+      p50Ms: round(steadyLatency.quantile(0.5) / 1000, 3),
+      p99Ms: round(steadyLatency.quantile(0.99) / 1000, 3),
+      steadyCpuPct: round(steady.cpuUs / steady.wallUs * 100, 1),
+      serverCpuUsPerDelivery: round(steady.cpuUs / steadyDeliveries),
+      clientCpuUsPerDelivery: round(steady.delivered.reduce((sum, r) => sum + r.cpuUs, 0) / steadyDeliveries),
+      eventsPerSec: round(eventsPerSec, 1),
+      fastEvents: fast.sent,
+      fastP50Ms: round(fastLatency.quantile(0.5) / 1000, 3),
+      fastP99Ms: round(fastLatency.quantile(0.99) / 1000, 3),
+      fastCpuMsPerEvent: round(fast.cpuUs / 1000 / Math.max(1, fast.sent), 3),
+      rssPerClientKB: round((loaded.rss - idle.rss) / clients / 1024),
+      heapPerClientKB: round((loaded.heapUsed - idle.heapUsed) / clients / 1024),
+      deliveredPct: round((received(steady.delivered) + received(fast.delivered)) / expected * 100, 3)
+    }
+  } finally {
+    await server.exit()
+    await Promise.all(holders.map((holder) => holder.exit()))
+  }
+}

@@ -1,0 +1,21 @@
+import type { BenchEvent } from '../payload'
+
+/** The stream route every contender serves. */
+export const STREAM_PATH = '/events'
+
+/** One SSE library set up the way its README documents, serving STREAM_PATH on loopback. */
+export interface ContenderServer {
+  readonly port: number
+  /** Streams open now. */
+  size: () => number
+  /** Sends one event to every open stream, the way the library documents broadcasting. */
+  broadcast: (event: BenchEvent) => void
+  close: () => Promise<void>
+}
+
+export interface ContenderOptions {
+  /** Streams the server must accept (libraries with a cap get at least this). */
+  maxClients: number
+}
+
+export type StartContender = (options: ContenderOptions) => Promise<ContenderServer>

@@ -1,0 +1,30 @@
+import towerSse from '../../../lib/index'
+import type { BenchEvent } from '../payload'
+import { STREAM_PATH, type StartContender } from './contender'
+import { benchFastify, listenOnLoopback } from './fastify-app'
+
+// Longest timer Node allows: no heartbeat and no summary log inside a measurement window.
+const NEVER_MS = 2 ** 31 - 1
+
+/**
+ * tower-sse as its README registers it, with the cap and byte budget opened up for the load
+ * and its timers (heartbeat, max age, summary log) out of the way, as for every contender.
+ */
+export const startTowerSse: StartContender = async ({ maxClients }) => {
+  const app = benchFastify()
+  await app.register(towerSse, {
+    path: STREAM_PATH,
+    maxClients,
+    maxBufferedBytes: 64 * 1024 * 1024,
+    heartbeatMs: NEVER_MS,
+    maxAgeMs: 0,
+    logIntervalMs: NEVER_MS
+  })
+  const port = await listenOnLoopback(app)
+  return {
+    port,
+    size: () => app.sse.size,
+    broadcast: (event: BenchEvent) => { app.sse.broadcast(event) },
+    close: () => app.close()
+  }
+}

@@ -1,0 +1,110 @@
+import { CONTENDER_NAMES, isContenderName, type ContenderName } from './contenders'
+
+/** Everything one run does; every load loop below is bounded by these counts and times. */
+export interface FanoutPlan {
+  name: 'full' | 'quick'
+  contenders: ContenderName[]
+  /** Times every case is measured; each figure reported is its median over the rounds. */
+  rounds: number
+  /** Stream counts to measure, each against every contender. */
+  clients: number[]
+  /** Streams held by one client process (more streams → more processes). */
+  streamsPerProcess: number
+  /** Connects in flight per client process while admitting the population. */
+  connectConcurrency: number
+  /** Quiet time after the last connect, before the idle-memory reading. */
+  settleMs: number
+  /** Deliveries (events × streams) sent back to back before measuring, so JIT-compiled code is measured. */
+  warmupDeliveries: number
+  /**
+   * The steady phase sends `events` at one rate chosen so that every stream count gets the same
+   * write load (deliveries/s), well below what the raw loop sustains: latency without queueing.
+   */
+  steady: { deliveriesPerSec: number, events: number }
+  /** Back-to-back broadcasts: stops at `maxEvents` or after `maxMs` of sending. */
+  fast: { maxEvents: number, maxMs: number }
+  /** Longest wait for every stream to receive a phase's events after sending ends. */
+  deliveryTimeoutMs: number
+  /** Capture a CPU profile of tower-sse's fast phase at the largest stream count. */
+  profile: boolean
+}
+
+export const FULL_PLAN: Readonly<FanoutPlan> = Object.freeze({
+  name: 'full',
+  contenders: CONTENDER_NAMES,
+  rounds: 3,
+  clients: [1000, 10_000],
+  streamsPerProcess: 2500,
+  connectConcurrency: 64,
+  settleMs: 1000,
+  warmupDeliveries: 100_000,
+  steady: { deliveriesPerSec: 20_000, events: 30 },
+  fast: { maxEvents: 500, maxMs: 4000 },
+  deliveryTimeoutMs: 30_000,
+  profile: false
+})
+
+export const QUICK_PLAN: Readonly<FanoutPlan> = Object.freeze({
+  ...FULL_PLAN,
+  name: 'quick',
+  rounds: 1,
+  clients: [200, 1000],
+  settleMs: 300,
+  warmupDeliveries: 20_000,
+  steady: { deliveriesPerSec: 20_000, events: 20 },
+  fast: { maxEvents: 100, maxMs: 1500 },
+  deliveryTimeoutMs: 10_000
+})
+
+/** Events per second of the steady phase with `clients` streams. */
+export function steadyRate (plan: FanoutPlan, clients: number): number {
+  return plan.steady.deliveriesPerSec / clients
+}
+
+export interface RunArgs {
+  plan: FanoutPlan
+  /** Where fanout.json/.md/.svg go; by default the repository's benchmarks/results (its tmp/ for --quick). */
+  outDir: string | null
+  /** Measure nothing: redraw fanout.md and fanout.svg from the fanout.json already there. */
+  render: boolean
+}
+
+const USAGE = 'usage: run [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--out=DIR] | run --render [--out=DIR]'
+
+function positiveIntegers (flag: string, text: string): number[] {
+  const values = text.split(',').map((part) => Number(part))
+  if (values.some((n) => !Number.isSafeInteger(n) || n < 1)) {
+    throw new Error(`${flag} must be a comma-separated list of positive integers, got "${text}"\n${USAGE}`)
+  }
+  return values
+}
+
+function contenderList (text: string): ContenderName[] {
+  const names = text.split(',')
+  for (const name of names) {
+    if (!isContenderName(name)) {
+      throw new Error(`--contenders: unknown contender "${name}"; known: ${CONTENDER_NAMES.join(', ')}\n${USAGE}`)
+    }
+  }
+  return names as ContenderName[]
+}
+
+/** Reads the command line; an unknown or malformed flag is an error that names it. */
+export function parseArgs (argv: string[]): RunArgs {
+  const base = argv.includes('--quick') ? QUICK_PLAN : FULL_PLAN
+  const plan: FanoutPlan = { ...base, contenders: [...base.contenders], clients: [...base.clients] }
+  let outDir: string | null = null
+  let render = false
+  for (const arg of argv) {
+    const [flag, value] = arg.split(/=(.*)/s, 2)
+    if (arg === '--quick') continue
+    else if (arg === '--render') render = true
+    else if (flag === '--profile' && value === undefined) plan.profile = true
+    else if (flag === '--clients' && value !== undefined) plan.clients = positiveIntegers(flag, value)
+    else if (flag === '--rounds' && value !== undefined && /^\d+$/.test(value) && Number(value) >= 1) plan.rounds = Number(value)
+    else if (flag === '--contenders' && value !== undefined) plan.contenders = contenderList(value)
+    else if (flag === '--out' && value !== undefined && value !== '') outDir = value
+    else throw new Error(`unknown or malformed argument "${arg}"\n${USAGE}`)
+  }
+  return { plan, outDir, render }
+}

@@ -1,0 +1,165 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { markdownTable } from '../lib/markdown-table'
+import { repoRoot } from '../lib/repo-root'
+import { vegaLiteSvg } from '../lib/vega-svg'
+import type { CaseResult } from './case'
+import { BASELINE, type ContenderName } from './contenders'
+import { steadyRate, type FanoutPlan } from './plan'
+
+/** Figures that also get a ratio to the raw baseline with the same stream count. */
+export const RATIO_FIELDS = [
+  'connectsPerSec', 'broadcastMs', 'p50Ms', 'p99Ms', 'steadyCpuPct',
+  'eventsPerSec', 'fastCpuMsPerEvent', 'rssPerClientKB', 'heapPerClientKB'
+] as const
+type RatioField = typeof RATIO_FIELDS[number]
+
+export interface FanoutRow extends CaseResult {
+  /** value ÷ raw's value at the same stream count; null where raw was not measured or is 0. */
+  ratios: Record<RatioField, number | null>
+}
+
+export interface FanoutResults {
+  benchmark: 'fanout'
+  finishedAt: string
+  environment: { node: string, platform: string, cpu: string, cores: number, versions: Record<string, string> }
+  plan: FanoutPlan
+  rows: FanoutRow[]
+}
+
+const PACKAGES: Record<ContenderName, string | null> = {
+  raw: null,
+  'tower-sse': null,
+  '@fastify/sse': '@fastify/sse',
+  'better-sse': 'better-sse',
+  'fastify-sse-v2': 'fastify-sse-v2'
+}
+
+function packageVersion (root: string, name: string | null): string {
+  const file = name === null ? path.join(root, 'package.json') : path.join(root, 'node_modules', name, 'package.json')
+  return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version
+}
+
+/** Adds the ratios to raw and the run's environment (versions of every contender and of fastify). */
+export function fanoutResults (plan: FanoutPlan, cases: CaseResult[], finishedAt = new Date()): FanoutResults {
+  const root = repoRoot(__dirname)
+  const versions: Record<string, string> = { fastify: packageVersion(root, 'fastify') }
+  for (const contender of plan.contenders) {
+    if (contender !== BASELINE) versions[contender] = packageVersion(root, PACKAGES[contender])
+  }
+  const rows = cases.map((row): FanoutRow => {
+    const base = cases.find((c) => c.contender === BASELINE && c.clients === row.clients)
+    const ratios = {} as Record<RatioField, number | null>
+    for (const field of RATIO_FIELDS) {
+      ratios[field] = base === undefined || base[field] === 0 ? null : Number((row[field] / base[field]).toFixed(2))
+    }
+    return { ...row, ratios }
+  })
+  return {
+    benchmark: 'fanout',
+    finishedAt: finishedAt.toISOString(),
+    environment: {
+      node: process.version,
+      platform: `${os.platform()} ${os.release()}`,
+      cpu: os.cpus()[0]?.model ?? 'unknown',
+      cores: os.cpus().length,
+      versions
+    },
+    plan,
+    rows
+  }
+}
+
+function figure (row: FanoutRow, field: RatioField, digits: number): string {
+  const value = row[field].toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+  const ratio = row.ratios[field]
+  return ratio === null || row.contender === BASELINE ? value : `${value} (×${ratio.toFixed(2)})`
+}
+
+/** `min–max` of some figures, one decimal. */
+function span (values: number[]): string {
+  return `${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)}`
+}
+
+/** The results table (markdown) with how it was measured, for results/fanout.md and the README. */
+export function fanoutMarkdown (results: FanoutResults): string {
+  const { plan, environment: env } = results
+  const rows = [...results.rows]
+    .sort((a, b) => a.clients - b.clients)
+    .map((row) => [
+      row.contender,
+      row.clients.toLocaleString('en-US'),
+      figure(row, 'connectsPerSec', 0),
+      figure(row, 'broadcastMs', 2),
+      figure(row, 'p50Ms', 2),
+      figure(row, 'p99Ms', 2),
+      figure(row, 'eventsPerSec', 1),
+      figure(row, 'steadyCpuPct', 1),
+      figure(row, 'rssPerClientKB', 1),
+      figure(row, 'heapPerClientKB', 1),
+      `${row.deliveredPct}%`
+    ])
+  const table = markdownTable(
+    ['contender', 'streams', 'admitted/s', 'broadcast ms', 'p50 ms', 'p99 ms', 'max events/s', 'server CPU %', 'RSS KB/stream', 'heap KB/stream', 'delivered'],
+    rows,
+    ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right']
+  )
+  const rates = [...new Set(results.rows.map((r) => r.clients))].sort((a, b) => a - b)
+    .map((clients) => `${steadyRate(plan, clients).toLocaleString('en-US', { maximumFractionDigits: 2 })} events/s with ${clients.toLocaleString('en-US')} streams`)
+    .join(', ')
+  const versions = Object.entries(env.versions).map(([name, version]) => `${name} ${version}`).join(', ')
+  return [
+    `### Fanout: one ~150-byte event to every open stream (${plan.name} run, ${results.finishedAt.slice(0, 10)})`,
+    '',
+    table,
+    `Each figure is the median of ${plan.rounds} round${plan.rounds === 1 ? '' : 's'} (delivered: the worst round). ` +
+      `(×n) = the figure divided by the raw \`node:http\` write loop's at the same stream count, in the same run: ` +
+      'below 1 is better for times, CPU and memory, above 1 is better for admitted/s and events/s.',
+    '',
+    `- **Steady rate**: ${plan.steady.deliveriesPerSec.toLocaleString('en-US')} deliveries/s at every stream count (${rates}), ${plan.steady.events} events, ` +
+      `after ${plan.warmupDeliveries.toLocaleString('en-US')} unmeasured warm-up deliveries.`,
+    '- **broadcast ms**: median server time of one broadcast at the steady rate (event stamped → next event-loop turn).',
+    '- **p50 / p99 ms**: stamp in the payload → arrival at the client process, every event × every stream of the steady phase.',
+    `- **max events/s**: back-to-back broadcasts (at most ${plan.fast.maxEvents} events or ${plan.fast.maxMs / 1000} s of sending), events per second that reached every stream.`,
+    '- **server CPU %**: user + system CPU of the server process (% of one core) over the steady phase, read with `process.cpuUsage()` inside it.',
+    '- **RSS / heap KB per stream**: server growth after `global.gc()` from before the first connect to idle with every stream open.',
+    `- Streams held by client processes of up to ${plan.streamsPerProcess.toLocaleString('en-US')} raw sockets each, ${plan.connectConcurrency} connects in flight per process, ` +
+      'each from its own loopback address; no heartbeat or max age on any contender.',
+    `- Server and client processes share the host's ${env.cores} cores: latency includes the client processes' turn on a core. ` +
+      `They only scan for the stamp: ${span(results.rows.map((r) => r.clientCpuUsPerDelivery))} µs of CPU per delivery, ` +
+      `against the servers' ${span(results.rows.map((r) => r.serverCpuUsPerDelivery))} µs; broadcast ms and CPU are read inside the server.`,
+    `- ${env.platform}, ${env.cpu} × ${env.cores}, Node ${env.node}; ${versions}.`,
+    ''
+  ].join('\n')
+}
+
+/** p99 latency by stream count, one line per contender (vega-lite, rendered to SVG). */
+export function fanoutChart (results: FanoutResults): Promise<string> {
+  const streams = (clients: number): string => clients.toLocaleString('en-US')
+  const rows = [...results.rows].sort((a, b) => a.clients - b.clients)
+  return vegaLiteSvg({
+    $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
+    background: 'white',
+    title: `p99 delivery latency at ${results.plan.steady.deliveriesPerSec.toLocaleString('en-US')} deliveries/s (lower is better)`,
+    width: 420,
+    height: 280,
+    data: { values: rows.map(({ contender, clients, p99Ms }) => ({ contender, streams: streams(clients), p99Ms })) },
+    mark: { type: 'line', point: true },
+    encoding: {
+      x: { field: 'streams', type: 'ordinal', sort: [...new Set(rows.map((r) => streams(r.clients)))], axis: { labelAngle: 0 }, title: 'open streams' },
+      y: { field: 'p99Ms', type: 'quantitative', scale: { type: 'log' }, title: 'p99 latency (ms, log scale)' },
+      color: { field: 'contender', type: 'nominal', sort: results.plan.contenders, title: 'contender' }
+    }
+  })
+}
+
+/** Writes fanout.json, fanout.md and fanout.svg into `dir`; returns the markdown. */
+export async function writeFanoutReport (dir: string, results: FanoutResults): Promise<string> {
+  mkdirSync(dir, { recursive: true })
+  const markdown = fanoutMarkdown(results)
+  writeFileSync(path.join(dir, 'fanout.json'), JSON.stringify(results, null, 2) + '\n')
+  writeFileSync(path.join(dir, 'fanout.md'), markdown)
+  writeFileSync(path.join(dir, 'fanout.svg'), await fanoutChart(results))
+  return markdown
+}

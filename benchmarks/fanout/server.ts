@@ -1,0 +1,122 @@
+/**
+ * The server process of one fanout case: one contender on loopback, driven over IPC by the
+ * runner. Broadcast loops, CPU and memory readings all happen here, inside the process
+ * measured, so the client processes' own cost never enters them.
+ */
+import { writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector/promises'
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
+import { serveIpc, type IpcRequest } from '../lib/ipc'
+import { openFileLimit } from '../lib/spawn-sibling'
+import { CONTENDERS, isContenderName } from './contenders'
+import type { ContenderServer } from './contenders/contender'
+import { benchEvent, nowUs } from './payload'
+
+export interface StartReply { port: number, fileLimit: number | null }
+export interface MemoryReply { rss: number, heapUsed: number }
+export interface CpuReading { cpuUs: number, atUs: number }
+export interface SteadyReply { sent: number, broadcastUs: number[] }
+export interface FastReply { sent: number, firstSendUs: number, lastSendUs: number }
+
+let server: ContenderServer | undefined
+let profiler: Session | undefined
+
+function running (): ContenderServer {
+  if (server === undefined) throw new Error('no contender started yet (send "start" first)')
+  return server
+}
+
+function count (request: IpcRequest, field: string): number {
+  const value = request[field]
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new Error(`"${request.type}" needs ${field} as an integer >= 0, got ${String(value)}`)
+  }
+  return value
+}
+
+/**
+ * One broadcast, timed from the event's stamp until the event loop comes round again: plugins
+ * that write from promises or stream pipes (rather than inside the call) are timed to the end
+ * of their writes too.
+ */
+async function timedBroadcast (target: ContenderServer, seq: number): Promise<number> {
+  const event = benchEvent(seq)
+  target.broadcast(event)
+  await nextTurn()
+  return nowUs() - event.t
+}
+
+serveIpc('fanout server', {
+  start: async (request): Promise<StartReply> => {
+    const name = String(request.contender)
+    if (!isContenderName(name)) throw new Error(`unknown contender "${name}"`)
+    if (server !== undefined) throw new Error('a contender is already running in this process')
+    server = await CONTENDERS[name]({ maxClients: count(request, 'maxClients') })
+    return { port: server.port, fileLimit: openFileLimit() }
+  },
+
+  size: () => running().size(),
+
+  /** Heap and RSS after full collections: what stays allocated, not garbage awaiting GC. */
+  memory: (): MemoryReply => {
+    const gc = globalThis.gc
+    if (gc === undefined) throw new Error('the server must run with --expose-gc to measure memory')
+    gc()
+    gc()
+    const { rss, heapUsed } = process.memoryUsage()
+    return { rss, heapUsed }
+  },
+
+  cpu: (): CpuReading => {
+    const { user, system } = process.cpuUsage()
+    return { cpuUs: user + system, atUs: nowUs() }
+  },
+
+  /** `events` broadcasts `periodUs` apart, each timed; the schedule does not drift. */
+  steady: async (request): Promise<SteadyReply> => {
+    const target = running()
+    const events = count(request, 'events')
+    const periodUs = count(request, 'periodUs')
+    const startUs = nowUs()
+    const broadcastUs: number[] = []
+    for (let seq = 0; seq < events; seq++) {
+      const waitMs = (startUs + seq * periodUs - nowUs()) / 1000
+      if (waitMs > 0) await sleep(waitMs)
+      broadcastUs.push(await timedBroadcast(target, seq))
+    }
+    return { sent: events, broadcastUs }
+  },
+
+  /** Back to back, yielding one event-loop turn between broadcasts so sockets can flush. */
+  fast: async (request): Promise<FastReply> => {
+    const target = running()
+    const maxEvents = count(request, 'maxEvents')
+    const deadlineUs = nowUs() + count(request, 'maxMs') * 1000
+    const firstSendUs = nowUs()
+    let sent = 0
+    while (sent < maxEvents && nowUs() < deadlineUs) await timedBroadcast(target, sent++)
+    return { sent, firstSendUs, lastSendUs: nowUs() }
+  },
+
+  profileStart: async () => {
+    profiler = new Session()
+    profiler.connect()
+    await profiler.post('Profiler.enable')
+    await profiler.post('Profiler.setSamplingInterval', { interval: 100 })
+    await profiler.post('Profiler.start')
+  },
+
+  /** Stops the profiler and writes the .cpuprofile to `file`. */
+  profileStop: async (request) => {
+    if (profiler === undefined) throw new Error('profileStop without profileStart')
+    const { profile } = await profiler.post('Profiler.stop')
+    profiler.disconnect()
+    profiler = undefined
+    writeFileSync(String(request.file), JSON.stringify(profile))
+  },
+
+  close: async () => {
+    await server?.close()
+    server = undefined
+  }
+})
