@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ActivityLog } from './activity-log'
 import { STREAM_HEADERS } from './client-stream'
+import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent, encodeRetry } from './encoder'
 import { jitter } from './jitter'
 import type { NormalizedOptions } from './options'
@@ -128,25 +129,28 @@ export class Admission {
 
   private answer (reply: FastifyReply, reason: RefusalReason): void {
     const seconds = this.retryAfterSeconds(reason, Date.now())
+    // Answered on the raw response so that nothing (length, hooks) comes between the last byte
+    // and the server's close.
+    reply.hijack()
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
-      // a 503 would make the browser give up for good.
-      // The `refused` event lets a client that knows it (tower-sse/client) tell this from an expiry.
+      // a 503 would make the browser give up for good. The `refused` event lets a client that
+      // knows it (tower-sse/client) tell this from an expiry.
       const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
       const refused = encodeEvent({ event: 'refused', data: { reason, retryAfterSeconds: seconds } })
-      void reply.code(200).headers(STREAM_HEADERS).send(Buffer.concat([encodeRetry(retryMs), refused]))
-    } else {
-      const status = reason === 'perKey' ? 429 : 503
-      void reply
-        .code(status)
-        .header('retry-after', String(seconds))
-        .header('cache-control', 'no-store')
-        .header('connection', 'close')
-        .type('application/json; charset=utf-8')
-        .send(`{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
-          `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
+      openUntilClose(reply.raw, 200, STREAM_HEADERS)
+      endAndClose(reply.raw, Buffer.concat([encodeRetry(retryMs), refused]))
+      return
     }
-    closeAfterSend(reply)
+    const status = reason === 'perKey' ? 429 : 503
+    openUntilClose(reply.raw, status, {
+      'retry-after': String(seconds),
+      'cache-control': 'no-store',
+      connection: 'close',
+      'content-type': 'application/json; charset=utf-8'
+    })
+    endAndClose(reply.raw, `{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
+      `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
   }
 
   private isUnderPressure (): boolean {
@@ -154,15 +158,4 @@ export class Admission {
     const probe = (this.fastify as { isUnderPressure?: () => boolean }).isUnderPressure
     return typeof probe === 'function' && probe.call(this.fastify)
   }
-}
-
-/**
- * Half-closes the socket right behind the response, in the same tick, so the server's FIN is on
- * its way before the client has read the body: the server, not the client, ends up in TIME_WAIT.
- */
-function closeAfterSend (reply: FastifyReply): void {
-  const socket = reply.raw.socket
-  if (socket === null) return
-  if (reply.raw.writableEnded) socket.end()
-  else reply.raw.once('finish', () => socket.end())
 }

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http'
+import { endAndClose, openUntilClose } from './close-first'
 import type { SseClientInfo } from './options'
 import type { ActivityKind } from './activity-log'
 
@@ -46,7 +47,7 @@ export class ClientStream implements SseClientInfo {
   /** Sends the stream headers and first frame, and arms the expiry timer (lifetimeMs null: none). */
   open (firstFrame: Buffer, lifetimeMs: number | null): void {
     this.res.on('close', () => this.finish('disconnected'))
-    this.res.writeHead(200, STREAM_HEADERS)
+    openUntilClose(this.res, 200, STREAM_HEADERS)
     this.res.write(firstFrame)
     if (lifetimeMs !== null) {
       this.expiresAt = this.connectedAt + lifetimeMs
@@ -106,9 +107,7 @@ export class ClientStream implements SseClientInfo {
       // Its queued bytes would only delay the close of a client we are giving up on.
       this.res.destroy()
     } else {
-      // The FIN follows the last bytes in the same tick: the server closes first.
-      this.res.end()
-      this.res.socket?.end()
+      endAndClose(this.res)
     }
   }
 

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import t from 'tap'
 import { EventSource } from 'eventsource'
 import { countTimeWait } from '../benchmarks/lib/time-wait'
@@ -6,21 +7,44 @@ import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
+/**
+ * Clients in another process, as in the incident: each of `loops` loops opens a request on a new
+ * connection, reads the answer to its end as Node's http client does (it closes its side as soon
+ * as a `Connection: close` response ends), and goes again. Resolves with the statuses seen.
+ */
+function clientLoops (port: number, loops: number, perLoop: number): Promise<Record<string, number>> {
+  const script = `
+    const http = require('node:http')
+    const statuses = {}
+    const once = () => new Promise((resolve) => {
+      const request = http.get({ host: '127.0.0.1', port: ${port}, path: '/api/events', agent: false }, (response) => {
+        statuses[response.statusCode] = (statuses[response.statusCode] ?? 0) + 1
+        response.resume()
+        response.once('end', resolve)
+        response.once('close', resolve)
+      })
+      request.once('error', resolve)
+    })
+    Promise.all(Array.from({ length: ${loops} }, async () => { for (let i = 0; i < ${perLoop}; i++) await once() }))
+      .then(() => process.stdout.write(JSON.stringify(statuses)))`
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (chunk: Buffer) => { out += chunk })
+    child.once('exit', (code) => code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`client loops exited with ${code}`)))
+  })
+}
+
 t.test('the server closes first: refusals and expiries leave no client-side TIME_WAIT', async (t) => {
   const { app, port } = await startApp({ maxClients: 20, maxAgeMs: 200, maxAgeJitterMs: 100, tarpitMs: 0 })
   t.teardown(() => app.close())
-  // 50 concurrent loops: each opens a stream or is refused, waits for the server to end it, again.
-  let connections = 0
-  await Promise.all(Array.from({ length: 50 }, async () => {
-    for (let i = 0; i < 12; i++) {
-      const c = await connect(port)
-      connections++
-      await c.ended
-    }
-  }))
+  // 50 loops in another process, 12 connections each: a stream until it expires, or a refusal.
+  const statuses = await clientLoops(port, 50, 12)
+  const connections = Object.values(statuses).reduce((sum, n) => sum + n, 0)
   await sleep(100)
   const stats = app.sse.stats()
   const tw = countTimeWait(port)
+  t.equal(connections, 600)
   t.ok(stats.rejected > 100 && stats.expired > 50, `${stats.rejected} refused, ${stats.expired} expired`)
   t.ok(tw.client <= connections / 100, `client-side TIME_WAIT ${tw.client} of ${connections} connections (≤ 1%)`)
   t.ok(tw.server >= connections * 0.9, `server-side TIME_WAIT ${tw.server}: the server closed first`)
