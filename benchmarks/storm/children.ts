@@ -1,0 +1,73 @@
+import { IpcClient } from '../lib/ipc'
+import { spawnSibling } from '../lib/spawn-sibling'
+import type { PopulationName } from './populations'
+import type { PopulationSettings } from './populations/contract'
+import type { ServerVariant } from './servers'
+import { EVENTS_PATH } from './servers/contract'
+import type { ClientStats, ServerStats } from './stats'
+
+const STARTUP_TIMEOUT_MS = 30_000
+const REQUEST_TIMEOUT_MS = 15_000
+
+/** A server under test in its own process (server-main), listening on loopback. */
+export class ServerProcess {
+  private constructor (readonly ipc: IpcClient, readonly port: number) {}
+
+  static async start (variant: ServerVariant, label: string): Promise<ServerProcess> {
+    const ipc = new IpcClient(spawnSibling(__filename, 'server-main', { args: [variant.setup, JSON.stringify(variant.options)] }), `server (${label})`)
+    try {
+      return new ServerProcess(ipc, await ipc.request<number>({ type: 'port' }, STARTUP_TIMEOUT_MS))
+    } catch (error) {
+      await ipc.exit()
+      throw error
+    }
+  }
+
+  get url (): string {
+    return `http://127.0.0.1:${this.port}${EVENTS_PATH}`
+  }
+
+  async stats (): Promise<ServerStats> {
+    return await this.ipc.request<ServerStats>({ type: 'stats' }, REQUEST_TIMEOUT_MS)
+  }
+
+  /** Closes the server (its last log lines included) and returns its final counts. */
+  async stop (): Promise<ServerStats> {
+    return await this.ipc.request<ServerStats>({ type: 'stop' }, REQUEST_TIMEOUT_MS)
+  }
+
+  async exit (): Promise<void> {
+    await this.ipc.exit()
+  }
+}
+
+/**
+ * A client population in its own process (population-main), spawned while its server starts;
+ * its clients connect on `start(url)`.
+ */
+export class PopulationProcess {
+  readonly ipc: IpcClient
+
+  constructor (name: PopulationName, size: number, settings: PopulationSettings, label: string) {
+    this.ipc = new IpcClient(spawnSibling(__filename, 'population-main', {
+      args: [name, String(size), JSON.stringify(settings)]
+    }), `population (${label})`)
+  }
+
+  async start (url: string): Promise<ClientStats> {
+    return await this.ipc.request<ClientStats>({ type: 'start', url }, STARTUP_TIMEOUT_MS)
+  }
+
+  async stats (): Promise<ClientStats> {
+    return await this.ipc.request<ClientStats>({ type: 'stats' }, REQUEST_TIMEOUT_MS)
+  }
+
+  /** Stops every client (and every pending reconnect). */
+  async stop (): Promise<void> {
+    await this.ipc.request({ type: 'stop' }, REQUEST_TIMEOUT_MS)
+  }
+
+  async exit (): Promise<void> {
+    await this.ipc.exit()
+  }
+}

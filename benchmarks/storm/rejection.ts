@@ -1,0 +1,93 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import autocannon from 'autocannon'
+import { PopulationProcess, ServerProcess } from './children'
+import type { PopulationSettings } from './populations/contract'
+import { BARE_503, capacityOf, type ServerVariant } from './servers'
+
+/** What autocannon saw against one server. */
+export interface RefusalMeasurement {
+  requestsPerSec: number
+  p99Ms: number
+  /** Answers by status code (a full server should answer only refusals). */
+  statusCodes: Record<string, number>
+  errors: number
+}
+
+/** One server's refusal path under autocannon at full speed while its streams are all taken. */
+export interface RejectionResult extends RefusalMeasurement {
+  server: string
+  /** The bare Fastify 503 route, measured right before this server (so both see the same machine). */
+  bare: RefusalMeasurement
+  /** requestsPerSec and p99Ms relative to that bare route. */
+  throughputRatio: number
+  p99Ratio: number
+}
+
+export interface RejectionPlan {
+  variants: ServerVariant[]
+  seconds: number
+  warmupSeconds: number
+  connections: number
+  settings: PopulationSettings
+}
+
+const FILL_TIMEOUT_MS = 15_000
+
+/** For each variant: the bare 503 route, then the variant full to capacity. */
+export async function runRejection (plan: RejectionPlan, onServer: (name: string) => void = () => {}): Promise<RejectionResult[]> {
+  const results: RejectionResult[] = []
+  for (const variant of plan.variants) {
+    onServer(`${BARE_503.name} (yardstick for ${variant.name})`)
+    const bare = await measureFull(BARE_503, plan)
+    onServer(variant.name)
+    const full = await measureFull(variant, plan)
+    results.push({
+      server: variant.name,
+      ...full,
+      bare,
+      throughputRatio: full.requestsPerSec / bare.requestsPerSec,
+      p99Ratio: full.p99Ms / bare.p99Ms
+    })
+  }
+  return results
+}
+
+async function measureFull (variant: ServerVariant, plan: RejectionPlan): Promise<RefusalMeasurement> {
+  const label = `${variant.name} refusals`
+  const capacity = capacityOf(variant)
+  const filler = capacity > 0 ? new PopulationProcess('browser', capacity, plan.settings, label) : null
+  const server = await ServerProcess.start(variant, label).catch(async (error: unknown) => {
+    await filler?.exit()
+    throw error
+  })
+  try {
+    if (filler !== null) {
+      await filler.start(server.url)
+      await waitUntilFull(server, capacity)
+    }
+    if (plan.warmupSeconds > 0) await cannon(server.url, plan.connections, plan.warmupSeconds)
+    const result = await cannon(server.url, plan.connections, plan.seconds)
+    const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count]))
+    return { requestsPerSec: result.requests.average, p99Ms: result.latency.p99, statusCodes, errors: result.errors }
+  } finally {
+    await filler?.exit()
+    await server.exit()
+  }
+}
+
+async function waitUntilFull (server: ServerProcess, capacity: number): Promise<void> {
+  const deadline = Date.now() + FILL_TIMEOUT_MS
+  for (let stats = await server.stats(); stats.open < capacity; stats = await server.stats()) {
+    if (Date.now() > deadline) throw new Error(`only ${stats.open} of ${capacity} streams open after ${FILL_TIMEOUT_MS} ms`)
+    await sleep(100)
+  }
+}
+
+async function cannon (url: string, connections: number, seconds: number): Promise<autocannon.Result> {
+  return await new Promise((resolve, reject) => {
+    autocannon({ url, connections, duration: seconds }, (error, result) => {
+      if (error !== null) reject(error)
+      else resolve(result)
+    })
+  })
+}
