@@ -10,13 +10,14 @@ import { narrowedRunProblem } from '../benchmarks/storm/namespace'
 import { changedFiles } from '../benchmarks/storm/code-fingerprint'
 import { parsePlan } from '../benchmarks/storm/plan'
 import { Progress } from '../benchmarks/storm/progress'
-import { stormMarkdown, type StormReport, type StormRow } from '../benchmarks/storm/report'
+import { restartTable, stormMarkdown, type StormReport, type StormRow } from '../benchmarks/storm/report'
 import { checkTargets } from '../benchmarks/storm/targets'
 import type { ServerSetup, StreamCounts } from '../benchmarks/storm/servers/contract'
 import { setupBare503 } from '../benchmarks/storm/servers/bare-503'
 import { LEGACY_MAX_CLIENTS, setupLegacy } from '../benchmarks/storm/servers/legacy'
 import { setupTowerSse } from '../benchmarks/storm/servers/tower-sse'
 import { setupUpstreamFix, UPSTREAM_MAX_CLIENTS } from '../benchmarks/storm/servers/upstream-fix'
+import { runRestart } from '../benchmarks/storm/restart'
 import { runStorm } from '../benchmarks/storm/storm'
 import type { PopulationSettings, PopulationStart } from '../benchmarks/storm/populations/contract'
 import { ClientCounters } from '../benchmarks/storm/populations/counters'
@@ -272,6 +273,7 @@ t.test('targets are judged against legacy in the same run, and unmeasured ones s
     narrowedSkippedBecause: 'unshare: not permitted',
     rows,
     rejection: [],
+    restart: [],
     targets: checkTargets(rows, []),
     failures: [{ what: 'legacy × client', error: 'server exited' }],
     warnings: ['1 module file(s) changed while the benchmark ran']
@@ -283,6 +285,7 @@ t.test('targets are judged against legacy in the same run, and unmeasured ones s
   t.match(markdown, /## Warnings, skipped and failed\n\n- WARNING: 1 module file\(s\) changed while the benchmark ran\n- server tower-sse-retry skipped: option "rejectWith" is unknown\n/)
   t.match(markdown, /- narrowed run of tower-sse × dashboard failed: no reply to "stats"\n- FAILED legacy × client: server exited/)
   t.notMatch(markdown, /## Refusal path/, 'no refusal table without measurements')
+  t.notMatch(markdown, /## Restart/, 'no restart table without measurements')
 })
 
 t.test('a module rewritten, added or removed during a run is noticed', async (t) => {
@@ -328,4 +331,20 @@ t.test('TIME_WAIT is counted on the side that closed first', async (t) => {
   ].join('\n'))
   t.same(countTimeWait(4200, [table, table + '6-absent']), { client: 2, server: 1 })
   t.throws(() => countTimeWait(0), /port must be an integer 1-65535/)
+})
+
+t.test('a restart: the clients of a full server come back to its successor on the same port', async (t) => {
+  // Short retry: and drain so the four EventSources are back within the four counted seconds.
+  const server = { name: 'tiny', setup: 'tower-sse' as const, options: { maxClients: 4, retryMs: 1000, retryJitterMs: 400, drainMs: 400 }, summary: 'tiny' }
+  const result = await runRestart({ server, population: 'browser', clients: 4, seconds: 4, settings: { hammerDelayMs: 50, stormRate: 10, maxSeconds: 40 } })
+  t.equal(result.connectedBefore, 4, 'the server was full before the restart')
+  t.equal(result.readmitted, 4, 'every client came back to the new server')
+  t.equal(result.perSecond.length, 4, 'one count per second')
+  t.equal(result.perSecond.reduce((sum, n) => sum + n, 0), 4, 'each client reconnected once')
+  t.ok(result.closeMs >= 0 && result.closeMs < 5000, `the old server closed in ${result.closeMs} ms`)
+  t.ok(result.busiestOverAverage >= 1 && result.busiestOverAverage <= result.spanSeconds, `busiest / average ${result.busiestOverAverage}`)
+  t.match(restartTable([result]), /\| tiny \| browser \| 4 \/ 4 \| \d+ \| 4 \| [\d ]+ \| \d+ \/ [\d.]+ = [\d.]+× \|/)
+  const verdicts = checkTargets([], [], [{ ...result, server: 'tower-sse' }])
+  t.same(verdicts.filter((v) => v.target.includes('restart')).map((v) => [v.target, v.met]),
+    [['tower-sse × browser restart: busiest second of reconnects ≤ 2× the average', result.busiestOverAverage <= 2]])
 })

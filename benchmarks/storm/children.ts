@@ -13,8 +13,10 @@ const REQUEST_TIMEOUT_MS = 15_000
 export class ServerProcess {
   private constructor (readonly ipc: IpcClient, readonly port: number) {}
 
-  static async start (variant: ServerVariant, label: string): Promise<ServerProcess> {
-    const ipc = new IpcClient(spawnSibling(__filename, 'server-main', { args: [variant.setup, JSON.stringify(variant.options)] }), `server (${label})`)
+  /** Starts the variant on `port` (0: an ephemeral one). */
+  static async start (variant: ServerVariant, label: string, port = 0): Promise<ServerProcess> {
+    const args = [variant.setup, JSON.stringify(variant.options), String(port)]
+    const ipc = new IpcClient(spawnSibling(__filename, 'server-main', { args }), `server (${label})`)
     try {
       return new ServerProcess(ipc, await ipc.request<number>({ type: 'port' }, STARTUP_TIMEOUT_MS))
     } catch (error) {

@@ -24,6 +24,8 @@ export interface StormPlan {
   /** autocannon's discarded run before each refusal-path measurement (JIT warm-up; none in --quick). */
   rejectionWarmupSeconds: number
   rejectionConnections: number
+  /** Seconds the restarted server counts reconnects in the restart runs; 0 skips them. */
+  restartSeconds: number
   hammerDelayMs: number
   stormRate: number
   outDir: string
@@ -43,13 +45,15 @@ export const USAGE = `npm run bench:storm -- [options]
   --narrowed S               seconds of each run with ~1,000 ephemeral ports; 0 skips (default 8, quick 0)
   --rejection S              seconds of each refusal-path measurement; 0 skips (default 5, quick 1)
   --rejection-connections N  autocannon connections for the refusal path (default 10)
+  --restart S                seconds to count reconnects after restarting a full server (browser and
+                             client populations, clients = cap); 0 skips (default 20, quick 0)
   --hammer-delay-ms MS       hammer's pause before reconnecting (default 50)
   --storm-rate N             autocannon requests per second (default 825, i.e. 49.5K/min)
   --out DIR                  where storm.json, storm.md and storm.svg go (default benchmarks/results)
 `
 
-const FULL = { warmup: 5, duration: 15, narrowed: 8, rejection: 5, rejectionWarmup: 1 }
-const QUICK = { warmup: 1, duration: 1, narrowed: 0, rejection: 1, rejectionWarmup: 0 }
+const FULL = { warmup: 5, duration: 15, narrowed: 8, rejection: 5, rejectionWarmup: 1, restart: 20 }
+const QUICK = { warmup: 1, duration: 1, narrowed: 0, rejection: 1, rejectionWarmup: 0, restart: 0 }
 
 /** Reads the command line; every bad value is refused with a message naming the option. */
 export function parsePlan (argv: string[]): StormPlan {
@@ -68,6 +72,7 @@ export function parsePlan (argv: string[]): StormPlan {
       narrowed: { type: 'string' },
       rejection: { type: 'string' },
       'rejection-connections': { type: 'string', default: '10' },
+      restart: { type: 'string' },
       'hammer-delay-ms': { type: 'string', default: '50' },
       'storm-rate': { type: 'string', default: '825' },
       out: { type: 'string' }
@@ -106,6 +111,7 @@ export function parsePlan (argv: string[]): StormPlan {
     rejectionSeconds: int('rejection', values.rejection, defaults.rejection, 0),
     rejectionWarmupSeconds: defaults.rejectionWarmup,
     rejectionConnections: int('rejection-connections', values['rejection-connections'], 10, 1),
+    restartSeconds: int('restart', values.restart, defaults.restart, 0),
     hammerDelayMs: int('hammer-delay-ms', values['hammer-delay-ms'], 50, 0),
     stormRate: int('storm-rate', values['storm-rate'], 825, 1),
     outDir: path.resolve(values.out ?? path.join(repoRoot(__dirname), 'benchmarks', 'results'))

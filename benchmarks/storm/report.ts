@@ -1,6 +1,7 @@
 import { markdownTable } from '../lib/markdown-table'
 import type { StormPlan } from './plan'
 import type { RefusalMeasurement, RejectionResult } from './rejection'
+import type { RestartResult } from './restart'
 import type { ScenarioResult } from './scenario'
 import type { TargetCheck } from './targets'
 
@@ -26,6 +27,7 @@ export interface StormReport {
   narrowedSkippedBecause: string | null
   rows: StormRow[]
   rejection: RejectionResult[]
+  restart: RestartResult[]
   targets: TargetCheck[]
   failures: Array<{ what: string, error: string }>
   /** Reasons to distrust the figures (code that changed under the run). */
@@ -66,6 +68,18 @@ export function rejectionTable (results: RejectionResult[]): string {
   )
 }
 
+/** The restart runs: how the clients of a full server came back to its successor. */
+export function restartTable (results: RestartResult[]): string {
+  return markdownTable(
+    ['server', 'population', 'connected before', 'close() ms', 'readmitted', 'reconnects per second', 'busiest / average'],
+    results.map((r) => [
+      r.server, r.population, `${int(r.connectedBefore)} / ${int(r.clients)}`, int(r.closeMs), int(r.readmitted),
+      r.perSecond.join(' '), `${int(r.busiestPerSecond)} / ${r.averagePerSecond.toFixed(1)} = ${r.busiestOverAverage.toFixed(2)}×`
+    ]),
+    ['left', 'left', 'right', 'right', 'right', 'left', 'right']
+  )
+}
+
 /** storm.md: the tables, the target verdicts and what the columns mean. */
 export function stormMarkdown (report: StormReport): string {
   const s = report.settings
@@ -89,6 +103,14 @@ export function stormMarkdown (report: StormReport): string {
         'tower-sse (Retry-After, JSON body, `Connection: close`). During a storm tower-sse holds refusals (its tarpit), ' +
         'which caps a flood by design; the variant without it shows what a refusal itself costs.\n',
       rejectionTable(report.rejection)
+    )
+  }
+  if (report.restart.length > 0) {
+    parts.push(
+      `\n## Restart\n\nEvery stream taken (clients = cap), then the server shuts down the way it does (tower-sse: staged drain ` +
+        `over drainMs with a jittered retry: each) and a new server process takes over the port and counts connects in each of ` +
+        `${s.restartSeconds} seconds. Busiest / average is over the seconds from the first reconnect to the last.\n`,
+      restartTable(report.restart)
     )
   }
   parts.push(

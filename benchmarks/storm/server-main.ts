@@ -1,6 +1,6 @@
 /**
- * One server under test, in its own process: `server-main <setup> <options JSON>`. It listens on
- * an ephemeral loopback port and answers its runner over IPC: `port`, `stats`, `stop`.
+ * One server under test, in its own process: `server-main <setup> <options JSON> [port]`. It listens
+ * on loopback, on `port` (a restart takes over its predecessor's) or an ephemeral one and answers its runner over IPC: `port`, `stats`, `stop`.
  */
 import { openSync, writeSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
@@ -21,18 +21,20 @@ const SETUPS: Record<ServerSetupName, ServerSetup> = {
   'bare-503': setupBare503
 }
 
-function parseArgs (argv: string[]): { setup: ServerSetup, options: Record<string, unknown> } {
-  const [name, json = '{}'] = argv
+function parseArgs (argv: string[]): { setup: ServerSetup, options: Record<string, unknown>, port: number } {
+  const [name, json = '{}', portText = '0'] = argv
+  const port = Number(portText)
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`server-main: port must be 0-65535, got ${portText}`)
   if (!Object.hasOwn(SETUPS, name)) throw new Error(`server-main: unknown server "${name}"; known: ${Object.keys(SETUPS).join(', ')}`)
   const options: unknown = JSON.parse(json)
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new Error(`server-main: options must be a JSON object, got ${json}`)
   }
-  return { setup: SETUPS[name as ServerSetupName], options: options as Record<string, unknown> }
+  return { setup: SETUPS[name as ServerSetupName], options: options as Record<string, unknown>, port }
 }
 
 async function main (): Promise<void> {
-  const { setup, options } = parseArgs(process.argv.slice(2))
+  const { setup, options, port } = parseArgs(process.argv.slice(2))
   // Every log line is counted, then written where a production log would cost a write: /dev/null.
   const sink = openSync('/dev/null', 'w')
   let logLines = 0
@@ -58,7 +60,7 @@ async function main (): Promise<void> {
     if (request.url?.startsWith(EVENTS_PATH) === true) connects++
   })
   const counts = await setup(app, options)
-  const listening = app.listen({ host: '127.0.0.1', port: 0 }).then(() => {
+  const listening = app.listen({ host: '127.0.0.1', port }).then(() => {
     const address = app.server.address()
     if (address === null || typeof address === 'string') throw new Error('server-main: expected a TCP address')
     return address.port

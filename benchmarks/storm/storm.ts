@@ -7,6 +7,7 @@ import { narrowedRunProblem, runNarrowed } from './namespace'
 import type { StormPlan } from './plan'
 import type { PopulationName } from './populations'
 import { runRejection, type RejectionResult } from './rejection'
+import { runRestart, type RestartResult } from './restart'
 import { Progress, type ProgressOut } from './progress'
 import { stormMarkdown, type StormReport, type StormRow } from './report'
 import { runScenario, type ScenarioSpec } from './scenario'
@@ -15,6 +16,9 @@ import { checkTargets } from './targets'
 
 // Populations outlive the measured window a little while they are stopped; autocannon must not end first.
 const SETTLE_SECONDS = 60
+
+/** Populations that follow the server's `retry:`, whose return after a restart it can spread. */
+const RESTART_POPULATIONS: readonly PopulationName[] = ['browser', 'client']
 
 /** The files one run writes into the plan's output folder. */
 export const OUTPUT_FILES = ['storm.json', 'storm.md', 'storm.svg'] as const
@@ -32,7 +36,10 @@ export async function runStorm (
   const narrowedSkippedBecause = plan.narrowedSeconds === 0 ? 'not requested (--narrowed 0)' : narrowedRunProblem()
   const runsPerCell = narrowedSkippedBecause === null ? 2 : 1
   const rejectionSteps = plan.rejectionSeconds > 0 ? 2 * refusing.length : 0
-  const progress = new Progress(matrix.length * plan.populations.length * runsPerCell + rejectionSteps, progressOut)
+  const restarts = plan.restartSeconds > 0
+    ? matrix.flatMap((server) => plan.populations.filter((p) => RESTART_POPULATIONS.includes(p)).map((population) => ({ server, population })))
+    : []
+  const progress = new Progress(matrix.length * plan.populations.length * runsPerCell + rejectionSteps + restarts.length, progressOut)
   for (const { server, reason } of plan.skipped) progress.note(`skipping server ${server}: ${reason}`)
   if (narrowedSkippedBecause !== null) progress.note(`skipping the narrowed-port runs: ${narrowedSkippedBecause}`)
 
@@ -59,6 +66,17 @@ export async function runStorm (
       failures.push({ what: 'refusal path', error: (error as Error).message })
     }
   }
+  const restart: RestartResult[] = []
+  for (const { server, population } of restarts) {
+    progress.next(`restart: ${server.name} × ${population}, ${capacityOf(server)} clients`)
+    try {
+      restart.push(await runRestart({
+        server, population, clients: capacityOf(server), seconds: plan.restartSeconds, settings: settings(plan, plan.restartSeconds + 30)
+      }))
+    } catch (error) {
+      failures.push({ what: `restart ${server.name} × ${population}`, error: (error as Error).message })
+    }
+  }
   progress.finish()
   const changed = changedFiles(codeAtStart, codeFingerprint())
   const warnings = changed.length === 0
@@ -77,7 +95,8 @@ export async function runStorm (
     narrowedSkippedBecause,
     rows,
     rejection,
-    targets: checkTargets(rows, rejection),
+    restart,
+    targets: checkTargets(rows, rejection, restart),
     failures,
     warnings
   }

@@ -1,4 +1,5 @@
 import type { RejectionResult } from './rejection'
+import type { RestartResult } from './restart'
 import type { StormRow } from './report'
 
 /** One of the issue's targets, checked against this run's figures. */
@@ -13,7 +14,7 @@ const CALM_POPULATIONS = ['browser', 'dashboard', 'backoff']
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US')
 
 /** The issue's benchmark targets, as verdicts on this run's rows (figures, not test assertions). */
-export function checkTargets (rows: StormRow[], rejection: RejectionResult[]): TargetCheck[] {
+export function checkTargets (rows: StormRow[], rejection: RejectionResult[], restart: RestartResult[] = []): TargetCheck[] {
   const row = (server: string, population: string): StormRow | undefined =>
     rows.find((r) => r.server === server && r.population === population)
   const checks: TargetCheck[] = []
@@ -43,6 +44,11 @@ export function checkTargets (rows: StormRow[], rejection: RejectionResult[]): T
   for (const result of rejection.filter((r) => r.server.startsWith('tower-sse'))) {
     checks.push(verdict(`${result.server}: refusals within 10% of the bare 503 route's throughput`, result,
       (r) => [r.throughputRatio >= 0.9, `${(r.throughputRatio * 100).toFixed(0)}% (${fmt(r.requestsPerSec)} req/s)`]))
+  }
+  for (const result of restart.filter((r) => r.server.startsWith('tower-sse'))) {
+    checks.push(verdict(`${result.server} × ${result.population} restart: busiest second of reconnects ≤ 2× the average`, result,
+      (r) => [r.busiestOverAverage <= 2 && r.readmitted === r.clients,
+        `${r.busiestPerSecond} vs ${r.averagePerSecond.toFixed(1)}/s over ${r.spanSeconds} s (${r.busiestOverAverage.toFixed(2)}×), ${r.readmitted}/${r.clients} back`]))
   }
   return checks
 }
