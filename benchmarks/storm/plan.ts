@@ -21,7 +21,7 @@ export interface StormPlan {
   narrowedSeconds: number
   /** Length of each refusal-path measurement; 0 skips it. */
   rejectionSeconds: number
-  /** autocannon's discarded run before each refusal-path measurement (JIT warm-up; none in --quick). */
+  /** A discarded refusal-path run before each measurement (JIT warm-up; none in --quick). */
   rejectionWarmupSeconds: number
   rejectionConnections: number
   /** Seconds the restarted server counts reconnects in the restart runs; 0 skips them. */
@@ -44,7 +44,7 @@ export const USAGE = `npm run bench:storm -- [options]
   --duration S               seconds of the measured window (default 15, quick 1)
   --narrowed S               seconds of each run with ~1,000 ephemeral ports; 0 skips (default 8, quick 0)
   --rejection S              seconds of each refusal-path measurement; 0 skips (default 5, quick 1)
-  --rejection-connections N  autocannon connections for the refusal path (default 10)
+  --rejection-connections N  concurrent request loops for the refusal path (default 10)
   --restart S                seconds to count reconnects after restarting a full server (browser and
                              client populations, clients = cap); 0 skips (default 20, quick 0)
   --hammer-delay-ms MS       hammer's pause before reconnecting (default 50)

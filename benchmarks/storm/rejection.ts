@@ -1,10 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import autocannon from 'autocannon'
+import http from 'node:http'
+import { Histogram } from '../lib/histogram'
 import { PopulationProcess, ServerProcess } from './children'
 import type { PopulationSettings } from './populations/contract'
 import { BARE_503, capacityOf, type ServerVariant } from './servers'
 
-/** What autocannon saw against one server. */
+/** What the refusal load saw against one server. */
 export interface RefusalMeasurement {
   requestsPerSec: number
   p99Ms: number
@@ -13,7 +14,7 @@ export interface RefusalMeasurement {
   errors: number
 }
 
-/** One server's refusal path under autocannon at full speed while its streams are all taken. */
+/** One server's refusal path under load at full speed while its streams are all taken. */
 export interface RejectionResult extends RefusalMeasurement {
   server: string
   /** The bare Fastify 503 route, measured right before this server (so both see the same machine). */
@@ -65,10 +66,8 @@ async function measureFull (variant: ServerVariant, plan: RejectionPlan): Promis
       await filler.start(server.url)
       await waitUntilFull(server, capacity)
     }
-    if (plan.warmupSeconds > 0) await cannon(server.url, plan.connections, plan.warmupSeconds)
-    const result = await cannon(server.url, plan.connections, plan.seconds)
-    const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count]))
-    return { requestsPerSec: result.requests.average, p99Ms: result.latency.p99, statusCodes, errors: result.errors }
+    if (plan.warmupSeconds > 0) await refusalLoad(server.url, plan.connections, plan.warmupSeconds)
+    return await refusalLoad(server.url, plan.connections, plan.seconds)
   } finally {
     await filler?.exit()
     await server.exit()
@@ -83,11 +82,34 @@ async function waitUntilFull (server: ServerProcess, capacity: number): Promise<
   }
 }
 
-async function cannon (url: string, connections: number, seconds: number): Promise<autocannon.Result> {
-  return await new Promise((resolve, reject) => {
-    autocannon({ url, connections, duration: seconds }, (error, result) => {
-      if (error !== null) reject(error)
-      else resolve(result)
+/**
+ * `connections` loops, each asking again as soon as an answer has ended, on a new TCP connection
+ * each time, for `seconds`. Not autocannon: tower-sse's refusals carry no length (the body ends
+ * when the server closes, so the server closes first), and autocannon reconnects on a close
+ * without ever completing such a response; Node's own client reads it like any browser.
+ */
+async function refusalLoad (url: string, connections: number, seconds: number): Promise<RefusalMeasurement> {
+  const latency = new Histogram()
+  const statusCodes: Record<string, number> = {}
+  let errors = 0
+  const startedAt = Date.now()
+  const endAt = startedAt + seconds * 1000
+  const once = (): Promise<void> => new Promise((resolve) => {
+    const sent = process.hrtime.bigint()
+    const request = http.get(url, { agent: false }, (response) => {
+      response.resume()
+      response.once('end', () => {
+        statusCodes[String(response.statusCode)] = (statusCodes[String(response.statusCode)] ?? 0) + 1
+        latency.record(Number(process.hrtime.bigint() - sent) / 1e6)
+        resolve()
+      })
+      response.once('error', () => { errors++; resolve() })
     })
+    request.once('error', () => { errors++; resolve() })
   })
+  await Promise.all(Array.from({ length: connections }, async () => {
+    while (Date.now() < endAt) await once()
+  }))
+  const answered = Object.values(statusCodes).reduce((sum, n) => sum + n, 0)
+  return { requestsPerSec: answered * 1000 / (Date.now() - startedAt), p99Ms: latency.count > 0 ? latency.quantile(0.99) : 0, statusCodes, errors }
 }

@@ -98,7 +98,7 @@ export function stormMarkdown (report: StormReport): string {
   ]
   if (report.rejection.length > 0) {
     parts.push(
-      `\n## Refusal path\n\nautocannon, ${s.rejectionConnections} connections, ${s.rejectionSeconds} s, every stream already taken; ` +
+      `\n## Refusal path\n\n${s.rejectionConnections} Node http loops (a new connection per request), ${s.rejectionSeconds} s, every stream already taken; ` +
         'each server is compared with a bare Fastify route measured right before it, answering 503 on the same terms as ' +
         'tower-sse (Retry-After, JSON body, `Connection: close`). During a storm tower-sse holds refusals (its tarpit), ' +
         'which caps a flood by design; the variant without it shows what a refusal itself costs.\n',

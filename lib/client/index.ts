@@ -190,6 +190,30 @@ export function classifyResponse (status: number, contentType: string | null): R
   return { kind: 'stop', message: `the server answered HTTP ${status}, which reconnecting cannot fix` }
 }
 
+/** Refusal bodies read to their end are bounded: a server that keeps sending is cut off. */
+const MAX_REFUSAL_BODY_BYTES = 64 * 1024
+const MAX_REFUSAL_BODY_MS = 5000
+
+/** Reads a refusal's body until it ends (the server closed) or passes its bounds, then lets go. */
+async function drainBody (response: Response): Promise<void> {
+  const body = response.body
+  if (body === null) return
+  const reader = body.getReader()
+  const timer = setTimeout(() => { void reader.cancel().catch(() => {}) }, MAX_REFUSAL_BODY_MS)
+  try {
+    for (let bytes = 0; bytes <= MAX_REFUSAL_BODY_BYTES;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      bytes += value.byteLength
+    }
+    await reader.cancel()
+  } catch {
+    // A broken refusal is still a refusal.
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // States, errors and events.
 
@@ -401,12 +425,15 @@ export class TowerSseClient extends EventTarget {
       await this.readStream(response, controller)
       return
     }
-    // Release the connection: the refusal body is not needed.
-    void response.body?.cancel().catch(() => {})
     if (verdict.kind === 'stop') {
+      void response.body?.cancel().catch(() => {})
       this.stop(new TowerSseClientError(verdict.message, response.status, true))
       return
     }
+    // Read the (small) refusal to its end rather than drop it: a server that closes first (as
+    // tower-sse does) then keeps the TIME_WAIT, not this machine's ephemeral port.
+    await drainBody(response)
+    if (controller.signal.aborted) return
     const retryAfterMs = verdict.reason === 'refused'
       ? parseRetryAfterMs(response.headers.get('retry-after'), Date.now())
       : null
