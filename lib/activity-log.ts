@@ -50,7 +50,7 @@ export class ActivityLog {
   }
 
   /** Writes the summary for the window that just ended (if it saw any activity) and starts a new one. */
-  flush (logger: FastifyBaseLogger, current: number): boolean {
+  flush (logger: FastifyBaseLogger, current: number): void {
     const w = this.window
     const keys = this.attemptsByKey
     const active = ACTIVITY_KINDS.some((kind) => w[kind] > 0)
@@ -58,7 +58,7 @@ export class ActivityLog {
     this.window = zeroCounts()
     this.windowPeak = current
     this.attemptsByKey = new Map()
-    if (!active) return false
+    if (!active) return
 
     const { windowMs, stormConnectsPerMinute } = this.options
     const connectsPerMinute = Math.round((w.accepted + w.rejected) * 60_000 / windowMs)
@@ -74,6 +74,5 @@ export class ActivityLog {
     }
     if (w.rejected > 0 || summary.storm !== undefined) logger.warn({ tower_sse: summary }, message)
     else logger.info({ tower_sse: summary }, message)
-    return true
   }
 }

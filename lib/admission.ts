@@ -52,11 +52,6 @@ export class Admission {
     this.messages = Object.fromEntries(entries) as Record<RefusalReason, string>
   }
 
-  /** Refusals being held right now. */
-  get held (): number {
-    return this.tarpit.size
-  }
-
   readonly onRequest: onRequestHookHandler = (request: FastifyRequest, reply: FastifyReply, done) => {
     const key = this.options.keyFn(request)
     this.activity.attempt(key)

@@ -56,10 +56,6 @@ export class ClientStream implements SseClientInfo {
     }
   }
 
-  get isOpen (): boolean {
-    return !this.finished
-  }
-
   wants (topic: string | undefined): boolean {
     return topic === undefined || this.topics === null || this.topics.has(topic)
   }

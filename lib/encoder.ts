@@ -22,7 +22,7 @@ function checkField (name: string, value: string): void {
 }
 
 /** The text of `data`: strings as they are, anything else as JSON. */
-export function dataText (data: unknown): string {
+function dataText (data: unknown): string {
   if (typeof data === 'string') return data
   const json = JSON.stringify(data)
   if (json === undefined) {

@@ -20,7 +20,7 @@ declare module 'fastify' {
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
-  const registry = new SseRegistry({ capacity: options.maxClients, ...options }, activity)
+  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity)
   const admission = new Admission(fastify, registry, activity, options)
   fastify.decorate('sse', registry)
 
