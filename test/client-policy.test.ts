@@ -86,7 +86,10 @@ t.test('options are validated in the constructor with errors that name them', as
   circular.self = circular
   t.throws(() => new TowerSseClient('http://127.0.0.1:9/', { headers: circular as Record<string, string> }),
     /option "headers" must be an object of string header values, got \[object Object\]/, 'a value JSON cannot show is still named')
-  t.throws(() => new TowerSseClient(42 as unknown as string), /url must be a string or URL, got 42/)
+  t.throws(() => new TowerSseClient(42 as unknown as string), { name: 'SyntaxError', message: /"42" is not a valid URL/ },
+    'as EventSource: String(url), then a SyntaxError DOMException when it does not parse')
+  t.throws(() => new TowerSseClient('http://127.0.0.1:9/', { withCredentials: 'yes' as unknown as boolean }), /option "withCredentials" must be true or false, got "yes"/)
+  t.throws(() => new TowerSseClient('http://127.0.0.1:9/', { shareAcrossTabs: 1 as unknown as boolean }), /option "shareAcrossTabs" must be true or false, got 1/)
   const error = t.throws(() => new TowerSseClient('http://127.0.0.1:9/', { backoffCapMs: 10 })) as TowerSseClientOptionError
   t.equal(error.option, 'backoffCapMs')
   t.ok(Object.isFrozen(CLIENT_DEFAULTS))

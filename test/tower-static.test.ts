@@ -51,7 +51,8 @@ t.test('vendor modules come from the installed packages with their content types
 t.test('the browser client is served from its build, or a 404 says how to build it', async (t) => {
   const { app, port } = await startTower()
   t.teardown(() => app.close())
-  const res = await request(port, 'GET', '/vendor/tower-sse-client.js')
+  const res = await request(port, 'GET', '/vendor/tower-sse-client/index.js')
+  t.equal((await request(port, 'GET', '/vendor/tower-sse-client/index.ts')).status, 404, 'only the modules of the build')
   if (existsSync(CLIENT_ESM_FILE)) {
     t.equal(res.status, 200)
     t.equal(res.headers['content-type'], 'text/javascript; charset=utf-8')

@@ -6,7 +6,11 @@ import { TOWER_ROUTES } from './routes'
 // lib/tower (tests) and dist/tower (npm start) are both two levels below the repository root.
 const REPO_ROOT = path.resolve(__dirname, '..', '..')
 export const PUBLIC_DIR = path.join(REPO_ROOT, 'lib', 'tower', 'public')
-export const CLIENT_ESM_FILE = path.join(REPO_ROOT, 'dist', 'client-esm', 'index.js')
+export const CLIENT_ESM_DIR = path.join(REPO_ROOT, 'dist', 'client-esm')
+export const CLIENT_ESM_FILE = path.join(CLIENT_ESM_DIR, 'index.js')
+/** The modules of the client's browser build (lib/client/*.ts), served side by side so their relative imports resolve. */
+export const CLIENT_ESM_MODULES: ReadonlySet<string> = new Set(['index.js', 'events.js', 'options.js', 'policy.js', 'tabs.js', 'wire.js'])
+const CLIENT_ESM_MISSING = 'the browser build of tower-sse/client (dist/client-esm/) is missing: run npm run build'
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {
   '.html': 'text/html; charset=utf-8',
@@ -26,11 +30,7 @@ const VENDOR_FILES: Readonly<Record<string, { file: string, missing: string }>> 
     missing: 'eventsource-parser is not installed (run npm install)'
   },
   'uplot.js': { file: packageFile('uplot', 'dist', 'uPlot.esm.js'), missing: 'uplot is not installed (run npm install)' },
-  'uplot.css': { file: packageFile('uplot', 'dist', 'uPlot.min.css'), missing: 'uplot is not installed (run npm install)' },
-  'tower-sse-client.js': {
-    file: CLIENT_ESM_FILE,
-    missing: 'the browser build of tower-sse/client (dist/client-esm/index.js) is missing: run npm run build'
-  }
+  'uplot.css': { file: packageFile('uplot', 'dist', 'uPlot.min.css'), missing: 'uplot is not installed (run npm install)' }
 }
 
 // One path segment, no leading dot: no traversal, no dotfiles, nothing outside public/.
@@ -52,7 +52,7 @@ async function sendFile (reply: FastifyReply, file: string, missing: string): Pr
     .send(content)
 }
 
-/** GET / (the dashboard), GET /<file> from lib/tower/public/, GET /vendor/<module>. */
+/** GET / (the dashboard), GET /<file> from lib/tower/public/, GET /vendor/<module>, GET /vendor/tower-sse-client/<module>. */
 export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => {
   fastify.get(TOWER_ROUTES.dashboard, (_request, reply) =>
     sendFile(reply, path.join(PUBLIC_DIR, 'index.html'), 'the dashboard page lib/tower/public/index.html is missing'))
@@ -61,6 +61,11 @@ export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => 
     const vendor = Object.hasOwn(VENDOR_FILES, request.params.name) ? VENDOR_FILES[request.params.name] : undefined
     if (vendor === undefined) return reply.callNotFound()
     return sendFile(reply, vendor.file, vendor.missing)
+  })
+
+  fastify.get<{ Params: { name: string } }>('/vendor/tower-sse-client/:name', (request, reply) => {
+    if (!CLIENT_ESM_MODULES.has(request.params.name)) return reply.callNotFound()
+    return sendFile(reply, path.join(CLIENT_ESM_DIR, request.params.name), CLIENT_ESM_MISSING)
   })
 
   fastify.get<{ Params: { name: string } }>('/:name', (request, reply) => {

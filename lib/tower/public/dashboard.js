@@ -1,6 +1,6 @@
 // Tower's dashboard: notifications over tower-sse/client, the live client count and a chart of
 // connects/refusals per second. Plain ES modules, no build step.
-import { TowerSseClient } from '/vendor/tower-sse-client.js'
+import { TowerSseClient } from '/vendor/tower-sse-client/index.js'
 import uPlot from '/vendor/uplot.js'
 
 const STATS_URL = '/api/events/stats'

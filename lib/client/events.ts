@@ -1,0 +1,83 @@
+/** The client's states, errors and events: what a tab's listeners see, whoever holds the stream. */
+
+/** Why the client is waiting: refused (503/429), server error (other 5xx), network error, stream ended. */
+export type WaitReason = 'refused' | 'server-error' | 'network-error' | 'stream-ended'
+
+export type TowerSseClientState =
+  | { readonly kind: 'connecting', readonly attempt: number }
+  | { readonly kind: 'open', readonly since: number }
+  | {
+    readonly kind: 'waiting'
+    readonly reason: WaitReason
+    /** Epoch ms of the next attempt. */
+    readonly retryAt: number
+    readonly delayMs: number
+    /** The HTTP status behind the wait, or null for a network error or an ended stream. */
+    readonly status: number | null
+    /** Consecutive failures so far (0 after a healthy stream ended normally). */
+    readonly failures: number
+  }
+  | { readonly kind: 'closed', readonly error: TowerSseClientError | null }
+
+/** A failed attempt, the end of a stream, or the reason the client stopped for good (`fatal`). */
+export class TowerSseClientError extends Error {
+  /** The HTTP status, or null when no response came (network error) or a stream ended. */
+  readonly status: number | null
+  readonly fatal: boolean
+  constructor (message: string, status: number | null, fatal: boolean, cause?: unknown) {
+    super(`tower-sse/client: ${message}${describeCause(cause)}`, cause === undefined ? undefined : { cause })
+    this.name = 'TowerSseClientError'
+    this.status = status
+    this.fatal = fatal
+  }
+}
+
+/** An error as it crosses to another tab: structured clone keeps an Error's message, not its class. */
+export interface ErrorRecord { message: string, status: number | null, fatal: boolean }
+
+export function errorRecord (error: TowerSseClientError): ErrorRecord {
+  return { message: error.message, status: error.status, fatal: error.fatal }
+}
+
+export function reviveError (record: ErrorRecord): TowerSseClientError {
+  const error = new TowerSseClientError('', record.status, record.fatal)
+  error.message = record.message
+  return error
+}
+
+// fetch's errors are generic ("fetch failed", "terminated"); the code underneath says what happened.
+function describeCause (cause: unknown): string {
+  if (!(cause instanceof Error)) return ''
+  const code = (cause.cause as { code?: unknown } | undefined)?.code
+  return `: ${cause.message}${typeof code === 'string' ? ` (${code})` : ''}`
+}
+
+/** Fired as `error` whenever EventSource would: before every reconnect, and once when the client stops for good. */
+export class TowerSseErrorEvent extends Event {
+  constructor (readonly error: TowerSseClientError) {
+    super('error')
+  }
+}
+
+/** Fired as `statechange` whenever `state` changes. */
+export class TowerSseStateEvent extends Event {
+  constructor (readonly state: TowerSseClientState) {
+    super('statechange')
+  }
+}
+
+/** One server event, as the async iterator yields it. */
+export interface TowerSseMessage {
+  /** `message`, the `event:` name, or `resync`. */
+  readonly type: string
+  readonly data: string
+  readonly lastEventId: string
+}
+
+/** A server event as the wire hands it over (and a leader tab relays it): the message and its origin. */
+export interface WireMessage extends TowerSseMessage {
+  /** The event's own `id:` field, if it had one (tabs drop an event whose id they already saw). */
+  readonly id: string | undefined
+  /** The origin of the response's final URL (after redirects), as MessageEvent.origin. */
+  readonly origin: string
+}

@@ -1,0 +1,278 @@
+/**
+ * The wire: one event stream over fetch, parsed by eventsource-parser, reconnected by the policy.
+ * It knows nothing of listeners or tabs: it reports states, opens, messages and errors to a sink
+ * (the tab's own client, or the leader tab that relays them to the others).
+ */
+import { createParser, type EventSourceParser } from 'eventsource-parser'
+import { TowerSseClientError, type TowerSseClientState, type WaitReason, type WireMessage } from './events.ts'
+import { MAX_TIMER_MS, type NormalizedClientOptions } from './options.ts'
+import { backoffDelayMs, classifyResponse, jitterUpMs, parseRetryAfterMs } from './policy.ts'
+
+export interface WireSink {
+  state: (state: TowerSseClientState) => void
+  open: () => void
+  message: (message: WireMessage) => void
+  error: (error: TowerSseClientError) => void
+}
+
+/** Refusal bodies read to their end are bounded: a server that keeps sending is cut off. */
+const MAX_REFUSAL_BODY_BYTES = 64 * 1024
+const MAX_REFUSAL_BODY_MS = 5000
+
+/** Reads a refusal's body until it ends (the server closed) or passes its bounds, then lets go. */
+async function drainBody (response: Response): Promise<void> {
+  const body = response.body
+  if (body === null) return
+  const reader = body.getReader()
+  const timer = setTimeout(() => { void reader.cancel().catch(() => {}) }, MAX_REFUSAL_BODY_MS)
+  try {
+    for (let bytes = 0; bytes <= MAX_REFUSAL_BODY_BYTES;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      bytes += value.byteLength
+    }
+    await reader.cancel()
+  } catch {
+    // A broken refusal is still a refusal.
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/**
+ * `Last-Event-ID` as the spec sends it, UTF-8 encoded. fetch takes header values as byte strings
+ * (one char per byte) and refuses chars above U+00FF, so a non-ASCII id is passed as its UTF-8 bytes.
+ */
+export function lastEventIdHeader (id: string): string {
+  if (/^[\x00-\x7f]*$/.test(id)) return id
+  return Array.from(new TextEncoder().encode(id), (byte) => String.fromCharCode(byte)).join('')
+}
+
+function firstLineBreak (text: string, from: number): number {
+  const cr = text.indexOf('\r', from)
+  const lf = text.indexOf('\n', from)
+  return cr === -1 ? lf : lf === -1 ? cr : Math.min(cr, lf)
+}
+
+/**
+ * Splits the stream into lines and feeds them to eventsource-parser one by one, to apply the one
+ * rule it skips: a block with `id:` and no `data:` still sets the id sent on the next reconnect.
+ */
+class LineFeeder {
+  private pending = ''
+  private firstLine = true
+  private crAtChunkEnd = false
+  private blockId: string | undefined
+  private blockHasData = false
+
+  constructor (private readonly parser: EventSourceParser, private readonly onIdOnly: (id: string) => void) {}
+
+  feed (text: string): void {
+    const chunk = this.pending + text
+    // A CRLF split across two chunks is one line break.
+    let start = this.crAtChunkEnd && chunk.startsWith('\n') ? 1 : 0
+    this.crAtChunkEnd = false
+    for (let end = firstLineBreak(chunk, start); end !== -1; end = firstLineBreak(chunk, start)) {
+      this.line(chunk.slice(start, end))
+      start = chunk[end] === '\r' && chunk[end + 1] === '\n' ? end + 2 : end + 1
+      if (chunk[end] === '\r' && end + 1 === chunk.length) this.crAtChunkEnd = true
+    }
+    this.pending = chunk.slice(start)
+  }
+
+  private line (raw: string): void {
+    // The parser strips one leading BOM itself; only the field check here must not see it.
+    const line = this.firstLine && raw.startsWith('\uFEFF') ? raw.slice(1) : raw
+    this.firstLine = false
+    if (line === '') {
+      if (this.blockId !== undefined && !this.blockHasData) this.onIdOnly(this.blockId)
+      this.blockId = undefined
+      this.blockHasData = false
+    } else {
+      const colon = line.indexOf(':')
+      const field = colon === -1 ? line : line.slice(0, colon)
+      if (field === 'data') this.blockHasData = true
+      if (field === 'id') {
+        const value = colon === -1 ? '' : line.slice(line[colon + 1] === ' ' ? colon + 2 : colon + 1)
+        if (!value.includes('\0')) this.blockId = value
+      }
+    }
+    this.parser.feed(`${raw}\n`)
+  }
+}
+
+/** One stream, reconnected until close() or a fatal answer (204, a 4xx other than 429, a non-SSE 200). */
+export class StreamWire {
+  private currentState: TowerSseClientState = { kind: 'connecting', attempt: 1 }
+  private lastId: string
+  private reconnectMs: number
+  /** Consecutive failed attempts; reset only by a stream that stayed open healthyAfterMs. */
+  private failures = 0
+  private controller: AbortController | null = null
+  private retryTimer: ReturnType<typeof setTimeout> | undefined
+
+  constructor (
+    private readonly url: string,
+    private readonly options: NormalizedClientOptions,
+    lastEventId: string,
+    private readonly sink: WireSink
+  ) {
+    this.lastId = lastEventId
+    this.reconnectMs = options.retryMs
+  }
+
+  get state (): TowerSseClientState {
+    return this.currentState
+  }
+
+  get lastEventId (): string {
+    return this.lastId
+  }
+
+  start (): void {
+    void this.connect()
+  }
+
+  /** Stops for good: aborts the request in flight and cancels any pending retry. */
+  close (): void {
+    this.stop(null)
+  }
+
+  private async connect (): Promise<void> {
+    if (this.currentState.kind === 'closed') return
+    this.retryTimer = undefined
+    const controller = new AbortController()
+    this.controller = controller
+    this.setState({ kind: 'connecting', attempt: this.failures + 1 })
+    const headers: Record<string, string> = { accept: 'text/event-stream', ...this.options.headers }
+    if (this.lastId !== '') headers['last-event-id'] = lastEventIdHeader(this.lastId)
+    let response: Response
+    try {
+      // Called unbound: browsers refuse a fetch invoked as a method of another object.
+      const { fetch } = this.options
+      response = await fetch(this.url, {
+        headers,
+        signal: controller.signal,
+        cache: 'no-store',
+        credentials: this.options.withCredentials ? 'include' : 'same-origin'
+      })
+    } catch (error) {
+      if (!controller.signal.aborted) this.failedAttempt(new TowerSseClientError('could not connect', null, false, error), 'network-error')
+      return
+    }
+    if (controller.signal.aborted) {
+      void response.body?.cancel().catch(() => {})
+      return
+    }
+    const verdict = classifyResponse(response.status, response.headers.get('content-type'))
+    if (verdict.kind === 'stream') {
+      await this.readStream(response, controller)
+      return
+    }
+    if (verdict.kind === 'stop') {
+      void response.body?.cancel().catch(() => {})
+      this.stop(new TowerSseClientError(verdict.message, response.status, true))
+      return
+    }
+    // Read the (small) refusal to its end rather than drop it: a server that closes first (as
+    // tower-sse does) then keeps the TIME_WAIT, not this machine's ephemeral port.
+    await drainBody(response)
+    if (controller.signal.aborted) return
+    const retryAfterMs = verdict.reason === 'refused'
+      ? parseRetryAfterMs(response.headers.get('retry-after'), Date.now())
+      : null
+    const error = new TowerSseClientError(`the server answered HTTP ${response.status}`, response.status, false)
+    this.failedAttempt(error, verdict.reason, retryAfterMs, response.status)
+  }
+
+  private async readStream (response: Response, controller: AbortController): Promise<void> {
+    const openedAt = Date.now()
+    // MessageEvent.origin is the origin of the final URL, after redirects; a synthetic response has none.
+    const origin = new URL(response.url === '' ? this.url : response.url).origin
+    this.setState({ kind: 'open', since: openedAt })
+    this.sink.open()
+    // A server refusing with rejectWith 'retry' sends a 200 stream with `event: refused` and ends it.
+    let refused = false
+    const parser = createParser({
+      onEvent: (event) => {
+        if (event.event === 'refused') refused = true
+        // A listener may have closed the client while an earlier event of the same chunk was delivered.
+        if (this.currentState.kind !== 'open') return
+        // As in EventSource, an `id:` field (even empty) replaces the last event id.
+        if (event.id !== undefined) this.lastId = event.id
+        this.sink.message({ type: event.event ?? 'message', data: event.data, id: event.id, lastEventId: this.lastId, origin })
+      },
+      onRetry: (ms) => { this.reconnectMs = Math.min(ms, MAX_TIMER_MS) }
+    })
+    const lines = new LineFeeder(parser, (id) => { this.lastId = id })
+    // ignoreBOM keeps the stream's first BOM for the parser, which strips exactly one, as the spec says.
+    const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
+    let failure: unknown = null
+    try {
+      // A 200 without a body (an empty stream) ends at once, like any other that ends.
+      const reader = response.body?.getReader()
+      for (;;) {
+        const { done, value } = reader === undefined ? { done: true, value: undefined } : await reader.read()
+        if (done) break
+        lines.feed(decoder.decode(value, { stream: true }))
+      }
+    } catch (error) {
+      if (controller.signal.aborted) return
+      failure = error
+    }
+    if (this.currentState.kind === 'closed') return
+    // Only a stream that stayed open a while proves the server healthy; a first 200 does not.
+    if (Date.now() - openedAt >= this.options.healthyAfterMs) this.failures = 0
+    const reconnectMs = Math.max(this.reconnectMs, this.options.minRetryMs)
+    const retry = jitterUpMs(reconnectMs, this.options.retryJitterRatio, this.options.random)
+    if (failure === null && refused) {
+      this.failures++
+      this.wait('refused', retry, new TowerSseClientError('the server refused the stream (event: refused)', response.status, false), response.status)
+      return
+    }
+    if (failure === null) {
+      // The server ended the stream (max age, shutdown): come back after its retry: value.
+      this.wait('stream-ended', retry, new TowerSseClientError('the server ended the stream; reconnecting', null, false), null)
+      return
+    }
+    this.failures++
+    const backoff = backoffDelayMs(this.failures, this.options.random, this.options.backoffBaseMs, this.options.backoffCapMs)
+    this.wait('network-error', Math.max(retry, backoff), new TowerSseClientError('the stream broke', null, false, failure), null)
+  }
+
+  /** A failed attempt: Retry-After when the server gave one, else exponential backoff. */
+  private failedAttempt (error: TowerSseClientError, reason: WaitReason, retryAfterMs: number | null = null, status: number | null = null): void {
+    this.failures++
+    const delayMs = retryAfterMs !== null && retryAfterMs > 0
+      ? jitterUpMs(retryAfterMs, this.options.retryAfterJitterRatio, this.options.random)
+      : backoffDelayMs(this.failures, this.options.random, this.options.backoffBaseMs, this.options.backoffCapMs)
+    this.wait(reason, delayMs, error, status)
+  }
+
+  /**
+   * Schedules the next attempt, then reports the state and the error: as EventSource, readyState
+   * is CONNECTING when `error` fires, and a listener that calls close() cancels the attempt.
+   */
+  private wait (reason: WaitReason, delayMs: number, error: TowerSseClientError, status: number | null): void {
+    const ms = Math.min(delayMs, MAX_TIMER_MS)
+    this.controller = null
+    this.retryTimer = setTimeout(() => { void this.connect() }, ms)
+    this.setState({ kind: 'waiting', reason, retryAt: Date.now() + ms, delayMs: ms, status, failures: this.failures })
+    if (this.currentState.kind === 'waiting') this.sink.error(error)
+  }
+
+  private stop (error: TowerSseClientError | null): void {
+    if (this.currentState.kind === 'closed') return
+    clearTimeout(this.retryTimer)
+    this.retryTimer = undefined
+    this.controller?.abort()
+    this.controller = null
+    this.setState({ kind: 'closed', error })
+    if (error !== null) this.sink.error(error)
+  }
+
+  private setState (state: TowerSseClientState): void {
+    this.currentState = state
+    this.sink.state(state)
+  }
+}
