@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import type { Browser, Page } from 'playwright-core'
-import { CHROMIUM_MISSING, hasChromium, launchChromium } from './fixtures/browser'
+import { canRunBrowserTests, launchChromium } from './fixtures/browser'
 import { ensureClientEsmBuild } from './fixtures/client-esm-build'
 import { waitFor } from './fixtures/sse-connection'
 import type { TestApp } from './fixtures/app'
@@ -26,9 +26,7 @@ async function openDashboard (browser: Browser, base: string, errors: string[]):
 const connectionState = (page: Page): Promise<string | null> =>
   page.locator('#connection').getAttribute('data-state')
 
-if (!hasChromium()) {
-  t.plan(0, CHROMIUM_MISSING)
-} else {
+if (canRunBrowserTests(t)) {
   ensureClientEsmBuild()
   mkdirSync(ARTIFACTS, { recursive: true })
   let browser: Browser

@@ -36,7 +36,7 @@ export interface TabLocks {
 }
 
 /** Without Web Locks: a leader beats every beatMs; a follower that hears none for leaseMs claims, and leads after claimMs unchallenged. */
-export const TAB_LEASE = Object.freeze({ beatMs: 250, leaseMs: 1500, claimMs: 300 })
+export const TAB_LEASE = Object.freeze({ beatMs: 250, leaseMs: 1500, claimMs: 250 })
 
 /** Ids of the last events a tab delivered, to drop the ones a new leader's replay repeats. */
 const SEEN_IDS = 1024
@@ -74,6 +74,8 @@ export class TabShare {
   start (): void {
     if (this.closed) return
     this.channel.onmessage = (event: MessageEvent<TabMessage>) => this.receive(event.data)
+    // A tab that goes away says so, so the next one takes over now rather than after the lease.
+    globalThis.addEventListener?.('pagehide', this.leave)
     this.sink.role('follower')
     // A leader answers with the state it is in, so a new tab shows it at once.
     this.post({ t: 'hello' })
@@ -94,6 +96,7 @@ export class TabShare {
   /** This tab leaves: a leader resigns (the next tab takes over at once), a follower stops listening. */
   close (): void {
     if (this.closed) return
+    globalThis.removeEventListener?.('pagehide', this.leave)
     const wire = this.wire
     this.wire = null
     wire?.close()
@@ -104,6 +107,8 @@ export class TabShare {
     this.releaseLock?.()
     this.channel.close()
   }
+
+  private readonly leave = (): void => this.close()
 
   private post (message: TabMessage): void {
     if (!this.closed) this.channel.postMessage(message)

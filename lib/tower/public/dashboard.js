@@ -126,8 +126,11 @@ async function pollStats () {
 
 // ---- Wiring -----------------------------------------------------------------------------------
 
+// Every dashboard tab of this browser shares one stream (one of the browser's 6 connections per
+// host, one of the server's slots): one tab holds it and relays to the others.
 const client = new TowerSseClient('/api/events')
 client.addEventListener('statechange', (event) => showState(event.state))
+client.addEventListener('rolechange', () => { connection.dataset.role = client.tabRole })
 client.addEventListener('message', (event) => {
   const message = JSON.parse(event.data)
   // The first message of every stream only says which client this is.
