@@ -60,7 +60,6 @@ function firstLineBreak (text: string, from: number): number {
  */
 class LineFeeder {
   private pending = ''
-  private firstLine = true
   private crAtChunkEnd = false
   private blockId: string | undefined
   private blockHasData = false
@@ -80,10 +79,7 @@ class LineFeeder {
     this.pending = chunk.slice(start)
   }
 
-  private line (raw: string): void {
-    // The parser strips one leading BOM itself; only the field check here must not see it.
-    const line = this.firstLine && raw.startsWith('\uFEFF') ? raw.slice(1) : raw
-    this.firstLine = false
+  private line (line: string): void {
     if (line === '') {
       if (this.blockId !== undefined && !this.blockHasData) this.onIdOnly(this.blockId)
       this.blockId = undefined
@@ -97,7 +93,7 @@ class LineFeeder {
         if (!value.includes('\0')) this.blockId = value
       }
     }
-    this.parser.feed(`${raw}\n`)
+    this.parser.feed(`${line}\n`)
   }
 }
 
@@ -205,8 +201,8 @@ export class StreamWire {
       onRetry: (ms) => { this.reconnectMs = Math.min(ms, MAX_TIMER_MS) }
     })
     const lines = new LineFeeder(parser, (id) => { this.lastId = id })
-    // ignoreBOM keeps the stream's first BOM for the parser, which strips exactly one, as the spec says.
-    const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
+    // The decoder drops the stream's one leading BOM, as the spec says; a second one stays.
+    const decoder = new TextDecoder()
     let failure: unknown = null
     try {
       // A 200 without a body (an empty stream) ends at once, like any other that ends.
