@@ -123,6 +123,8 @@ export class TabShare {
         this.sink.setLastEventId(wire.lastEventId)
         this.post({ t: 'state', state: stateRecord(state), lastEventId: wire.lastEventId })
         this.sink.state(state)
+        // The tab leaves the share on a fatal close, so its error is reported here, with the state.
+        if (state.kind === 'closed' && state.error !== null) this.sink.error(state.error)
       },
       open: () => {
         if (this.wire !== wire) return
@@ -135,7 +137,8 @@ export class TabShare {
         this.deliver(message)
       },
       error: (error) => {
-        if (this.wire !== wire) return
+        // A fatal error travels inside the closed state (every tab leaves the share on it).
+        if (this.wire !== wire || error.fatal) return
         this.post({ t: 'error', error: errorRecord(error) })
         this.sink.error(error)
       }
@@ -197,10 +200,13 @@ export class TabShare {
     // Relays matter to followers only (a leader about to step down keeps its own stream's view).
     if (this.wire !== null) return
     switch (message.t) {
-      case 'state':
+      case 'state': {
         this.sink.setLastEventId(message.lastEventId)
-        this.sink.state(reviveState(message.state))
+        const state = reviveState(message.state)
+        this.sink.state(state)
+        if (state.kind === 'closed' && state.error !== null) this.sink.error(state.error)
         return
+      }
       case 'open':
         this.sink.open()
         return

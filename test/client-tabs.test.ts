@@ -1,0 +1,114 @@
+/**
+ * Tab sharing over Node's own BroadcastChannel: the clients of this process play the tabs of one
+ * origin (globalThis.location is set as a page's would be). Node has no Web Locks, so this is the
+ * heartbeat-lease election; the Web Locks one runs in Chromium (test/dashboard-tabs.test.ts).
+ */
+import t from 'tap'
+import { TowerSseClient } from '../lib/client/index'
+import { TAB_LEASE } from '../lib/client/tabs'
+import { waitFor } from './fixtures/sse-connection'
+import { notify, startTower } from './fixtures/tower'
+
+const WAIT_MS = 10_000
+
+interface Tab { client: TowerSseClient, ids: string[] }
+
+/** A tab's client, with the notification ids it delivered, in order. */
+function openTab (url: string, options = {}): Tab {
+  const client = new TowerSseClient(url, options)
+  const tab: Tab = { client, ids: [] }
+  client.addEventListener('message', (event) => {
+    const message = JSON.parse(event.data) as { type: string, id: string }
+    if (message.type !== 'connected') tab.ids.push(message.id)
+  })
+  return tab
+}
+
+const leaders = (tabs: Tab[]): Tab[] => tabs.filter((tab) => tab.client.tabRole === 'leader')
+
+t.test('tabs of one origin share one stream; a leader that leaves hands over, nothing lost or repeated', async (t) => {
+  const tower = await startTower({ heartbeatMs: 60_000 })
+  t.teardown(() => tower.app.close())
+  const base = `http://127.0.0.1:${tower.port}`
+  const location = { href: `${base}/`, origin: base }
+  Object.assign(globalThis, { location })
+  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
+
+  let tabs = [0, 1, 2].map(() => openTab('/api/events'))
+  t.teardown(() => { for (const tab of tabs) tab.client.close() })
+  await waitFor('one leader, every tab open', () => leaders(tabs).length === 1 && tabs.every((tab) => tab.client.readyState === TowerSseClient.OPEN), WAIT_MS)
+  t.equal(tower.app.sse.size, 1, 'three tabs, one stream')
+  t.same(tabs.map((tab) => tab.client.tabRole).sort(), ['follower', 'follower', 'leader'])
+  t.equal(tabs[0].client.url, `${base}/api/events`, 'a relative URL resolves against the page')
+
+  const expected: string[] = []
+  const post = async (title: string): Promise<void> => {
+    const response = await notify(tower.port, { type: 'build', title, body: title })
+    expected.push((JSON.parse(response.body) as { id: string }).id)
+  }
+  await post('one')
+  await waitFor('every tab to get it', () => tabs.every((tab) => tab.ids.length === 1), WAIT_MS)
+  const states = tabs.map((tab) => [tab.client.readyState, tab.client.state.kind, tab.client.lastEventId])
+  t.same(states, tabs.map(() => [TowerSseClient.OPEN, 'open', expected[0]]), 'every tab: the same readyState, state and lastEventId')
+
+  for (const round of [1, 2]) {
+    const [leader] = leaders(tabs)
+    tabs = tabs.filter((tab) => tab !== leader)
+    const handOver = waitFor('a new leader, open', () => leaders(tabs).length === 1 && leaders(tabs)[0].client.readyState === TowerSseClient.OPEN, WAIT_MS)
+    leader.client.close()
+    t.equal(leader.client.readyState, TowerSseClient.CLOSED, 'the leaving tab is closed')
+    await post(`round ${round}, during the hand-over`)
+    await handOver
+    await post(`round ${round}, after`)
+    await waitFor('every tab to catch up', () => tabs.every((tab) => tab.ids.length === expected.length), WAIT_MS)
+    t.same(tabs.map((tab) => tab.ids), tabs.map(() => expected), `round ${round}: every remaining tab got every notification once, in order`)
+    t.equal(tower.app.sse.size, 1, `round ${round}: one stream`)
+  }
+  t.same(tabs.map((tab) => tab.client.lastEventId), tabs.map(() => expected.at(-1)), 'the last tab standing has the same lastEventId')
+})
+
+t.test('different URLs or headers, an opt-out or another origin: no sharing', async (t) => {
+  const tower = await startTower({ heartbeatMs: 60_000 })
+  t.teardown(() => tower.app.close())
+  const base = `http://127.0.0.1:${tower.port}`
+  Object.assign(globalThis, { location: { href: `${base}/`, origin: base } })
+  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
+  const tabs = [
+    openTab('/api/events'),
+    openTab('/api/events?topics=build'),
+    openTab('/api/events', { headers: { 'x-tab': 'b' } }),
+    openTab('/api/events', { shareAcrossTabs: false }),
+    openTab(`http://localhost:${tower.port}/api/events`)
+  ]
+  // The server ends the streams first: closing the clients first would leave undici's spare
+  // connection for app.close() to wait on (nodejs/undici#5845).
+  t.teardown(async () => {
+    await tower.app.close()
+    for (const tab of tabs) tab.client.close()
+  })
+  await waitFor('five streams', () => tower.app.sse.size === 5 && tabs.every((tab) => tab.client.readyState === TowerSseClient.OPEN), WAIT_MS)
+  t.same(tabs.map((tab) => tab.client.tabRole), ['leader', 'leader', 'leader', 'own', 'own'])
+})
+
+t.test('a fatal answer reaches every tab: all closed with the error; a tab that joins late sees the state', async (t) => {
+  const tower = await startTower({ heartbeatMs: 60_000 })
+  t.teardown(() => tower.app.close())
+  const base = `http://127.0.0.1:${tower.port}`
+  Object.assign(globalThis, { location: { href: `${base}/`, origin: base } })
+  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
+
+  const first = openTab('/api/events?topics=late')
+  await waitFor('the first tab to lead', () => first.client.readyState === TowerSseClient.OPEN, WAIT_MS)
+  const late = openTab('/api/events?topics=late')
+  await waitFor('the late tab to learn the state', () => late.client.readyState === TowerSseClient.OPEN, TAB_LEASE.leaseMs)
+  t.equal(late.client.tabRole, 'follower', 'the leader answered its hello')
+  first.client.close()
+  late.client.close()
+
+  const tabs = [0, 1, 2].map(() => openTab('/no-such-route'))
+  const errors: string[] = []
+  for (const tab of tabs) tab.client.addEventListener('error', (event) => errors.push(event.error.message))
+  await waitFor('every tab closed', () => tabs.every((tab) => tab.client.readyState === TowerSseClient.CLOSED), WAIT_MS)
+  for (const tab of tabs) t.match(tab.client.state, { kind: 'closed', error: { status: 404, fatal: true, message: /HTTP 404/ } })
+  t.equal(errors.length, 3, 'one error per tab')
+})
