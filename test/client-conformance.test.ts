@@ -342,11 +342,16 @@ const CASES: Case[] = [
     }
   },
   {
-    name: 'withCredentials: false by default, the option is reflected',
+    name: 'withCredentials: false by default, the option is reflected and given to fetch',
     from: 'eventsource: `withCredentials` option; WPT request-credentials',
-    run: async (t, { open, origin }) => {
+    differs: { control: "eventsource@4.1 passes fetch's credentials only where `window` exists; tower-sse/client always does" },
+    run: async (t, { open, origin, tower }) => {
       t.equal(open(`${origin}/welcome`).withCredentials, false)
-      t.equal(open(`${origin}/welcome`, { withCredentials: true }).withCredentials, true)
+      const inits: RequestInit[] = []
+      const es = open(`${origin}/welcome`, { withCredentials: true, fetch: (url, init) => { inits.push(init ?? {}); return fetch(url, init) } })
+      t.equal(es.withCredentials, true)
+      await until('the request', () => inits.length === 1)
+      t.equal(inits[0].credentials, tower ? 'include' : undefined)
     }
   },
   {
@@ -532,6 +537,24 @@ const CASES: Case[] = [
         t.ok(wait?.kind === 'waiting' && wait.delayMs >= 100 && wait.delayMs <= 120, `waited ${wait?.kind === 'waiting' ? wait.delayMs : '?'} ms for retry: 100`)
       } else {
         t.pass('reconnected after retry: 100')
+      }
+    }
+  },
+  {
+    name: 'a 200 event stream with a body-less Response (custom fetch) is a normal end too',
+    from: 'eventsource: throws on `fetch()` that does not return a body',
+    differs: { control: 'eventsource@4.1 fails the connection (CLOSED) on a Response without a body: its own extension' },
+    run: async (t, { open, origin, tower, Class }) => {
+      let requests = 0
+      const es = open(`${origin}/empty`, { fetch: async () => { requests++; return new Response(null, { headers: { 'content-type': 'text/event-stream' } }) } })
+      const seen = record(es, ['open', 'error'])
+      await until('the end', () => ofType(seen, 'error').length >= 1)
+      t.same(seen.slice(0, 2).map((s) => s.type), ['open', 'error'])
+      if (tower) {
+        t.equal(ofType(seen, 'error')[0].readyState, Class.CONNECTING)
+        await until('the reconnect', () => requests >= 2)
+      } else {
+        t.equal(es.readyState, Class.CLOSED)
       }
     }
   },

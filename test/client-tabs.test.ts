@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { TowerSseClient } from '../lib/client/index'
-import { TAB_LEASE } from '../lib/client/tabs'
+import { TAB_LEASE, TabShare } from '../lib/client/tabs'
 import { waitFor } from './fixtures/sse-connection'
 import { notify, startTower } from './fixtures/tower'
 
@@ -111,4 +111,43 @@ t.test('a fatal answer reaches every tab: all closed with the error; a tab that 
   await waitFor('every tab closed', () => tabs.every((tab) => tab.client.readyState === TowerSseClient.CLOSED), WAIT_MS)
   for (const tab of tabs) t.match(tab.client.state, { kind: 'closed', error: { status: 404, fatal: true, message: /HTTP 404/ } })
   t.equal(errors.length, 3, 'one error per tab')
+})
+
+t.test('a follower drops an event whose id it already delivered (an old leader relayed it, the new one replays it)', async (t) => {
+  const name = `dedupe-${Math.random()}`
+  const delivered: string[] = []
+  const states: string[] = []
+  let lastEventId = ''
+  const follower = new TabShare(name, () => { throw new Error('a follower opens no stream') }, {
+    state: (state) => states.push(state.kind),
+    open: () => states.push('open event'),
+    message: (message) => { delivered.push(`${message.id ?? '-'}:${message.data}`) },
+    error: () => states.push('error event'),
+    role: () => {},
+    lastEventId: () => lastEventId,
+    setLastEventId: (id) => { lastEventId = id }
+  }, undefined)
+  // The other side of the channel plays the leaders: the lowest tab id, so the follower never claims.
+  const leaders = new BroadcastChannel(name)
+  t.teardown(() => {
+    follower.close()
+    leaders.close()
+  })
+  const hello = new Promise<void>((resolve) => { leaders.onmessage = (event) => { if (event.data.t === 'hello') resolve() } })
+  follower.start()
+  await hello
+  const relay = (id: string | undefined, data: string): void =>
+    leaders.postMessage({ t: 'message', message: { type: 'message', data, id, lastEventId: id ?? '7', origin: 'http://x' } })
+  leaders.postMessage({ t: 'beat', tab: -1 })
+  relay('7', 'a')
+  relay('8', 'b')
+  // The new leader resumed from 7 and replays 8, then goes on; an event without an id always passes.
+  leaders.postMessage({ t: 'state', state: { kind: 'open', since: 1 }, lastEventId: '7' })
+  relay('8', 'b')
+  relay(undefined, 'no id')
+  relay('9', 'c')
+  await waitFor('the last event', () => delivered.includes('9:c'))
+  t.same(delivered, ['7:a', '8:b', '-:no id', '9:c'])
+  t.same(states, ['open'])
+  t.equal(lastEventId, '7', 'the state relay carries the leader\'s lastEventId')
 })
