@@ -548,10 +548,13 @@ const CASES: Case[] = [
       let requests = 0
       const es = open(`${origin}/empty`, { fetch: async () => { requests++; return new Response(null, { headers: { 'content-type': 'text/event-stream' } }) } })
       const seen = record(es, ['open', 'error'])
+      const statesAtError: unknown[] = []
+      es.addEventListener('error', () => statesAtError.push((es as unknown as TowerSseClient).state))
       await until('the end', () => ofType(seen, 'error').length >= 1)
       t.same(seen.slice(0, 2).map((s) => s.type), ['open', 'error'])
       if (tower) {
         t.equal(ofType(seen, 'error')[0].readyState, Class.CONNECTING)
+        t.match(statesAtError[0], { kind: 'waiting', reason: 'stream-ended', failures: 0 }, 'an end, not a network error')
         await until('the reconnect', () => requests >= 2)
       } else {
         t.equal(es.readyState, Class.CLOSED)
