@@ -3,10 +3,11 @@
  * origin (globalThis.location is set as a page's would be). Node has no Web Locks, so this is the
  * heartbeat-lease election; the Web Locks one runs in Chromium (test/dashboard-tabs.test.ts).
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { TowerSseClient } from '../lib/client/index'
 import { TAB_LEASE, TabShare } from '../lib/client/tabs'
 import { waitFor } from './fixtures/sse-connection'
+import type { TestApp } from './fixtures/app'
 import { notify, startTower } from './fixtures/tower'
 
 const WAIT_MS = 10_000
@@ -24,15 +25,20 @@ function openTab (url: string, options = {}): Tab {
   return tab
 }
 
+/** Tower on loopback, and this process playing one of its pages (globalThis.location) until the test ends. */
+async function startTowerPage (t: Test): Promise<{ tower: TestApp, base: string }> {
+  const tower = await startTower({ heartbeatMs: 60_000 })
+  const base = `http://127.0.0.1:${tower.port}`
+  Object.assign(globalThis, { location: { href: `${base}/`, origin: base } })
+  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
+  return { tower, base }
+}
+
 const leaders = (tabs: Tab[]): Tab[] => tabs.filter((tab) => tab.client.tabRole === 'leader')
 
 t.test('tabs of one origin share one stream; a leader that leaves hands over, nothing lost or repeated', async (t) => {
-  const tower = await startTower({ heartbeatMs: 60_000 })
+  const { tower, base } = await startTowerPage(t)
   t.teardown(() => tower.app.close())
-  const base = `http://127.0.0.1:${tower.port}`
-  const location = { href: `${base}/`, origin: base }
-  Object.assign(globalThis, { location })
-  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
 
   let tabs = [0, 1, 2].map(() => openTab('/api/events'))
   t.teardown(() => { for (const tab of tabs) tab.client.close() })
@@ -68,11 +74,7 @@ t.test('tabs of one origin share one stream; a leader that leaves hands over, no
 })
 
 t.test('different URLs or headers, an opt-out or another origin: no sharing', async (t) => {
-  const tower = await startTower({ heartbeatMs: 60_000 })
-  t.teardown(() => tower.app.close())
-  const base = `http://127.0.0.1:${tower.port}`
-  Object.assign(globalThis, { location: { href: `${base}/`, origin: base } })
-  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
+  const { tower } = await startTowerPage(t)
   const tabs = [
     openTab('/api/events'),
     openTab('/api/events?topics=build'),
@@ -91,11 +93,8 @@ t.test('different URLs or headers, an opt-out or another origin: no sharing', as
 })
 
 t.test('a fatal answer reaches every tab: all closed with the error; a tab that joins late sees the state', async (t) => {
-  const tower = await startTower({ heartbeatMs: 60_000 })
+  const { tower } = await startTowerPage(t)
   t.teardown(() => tower.app.close())
-  const base = `http://127.0.0.1:${tower.port}`
-  Object.assign(globalThis, { location: { href: `${base}/`, origin: base } })
-  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
 
   const first = openTab('/api/events?topics=late')
   await waitFor('the first tab to lead', () => first.client.readyState === TowerSseClient.OPEN, WAIT_MS)
