@@ -45,6 +45,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
         ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
         : null
       client.open(admission.retryFrame(), lifetimeMs)
+      admission.streamOpened(request)
       const first = options.initialEvent?.(client, request)
       if (first !== undefined) client.write(encodeEvent(first))
       registry.add(client, subscription.lastEventId)
