@@ -181,7 +181,6 @@ export class Admission {
     openUntilClose(reply.raw, status, {
       'retry-after': String(seconds),
       'cache-control': 'no-store',
-      connection: 'close',
       'content-type': 'application/json; charset=utf-8'
     })
     endAndClose(reply.raw, `{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
