@@ -1,8 +1,18 @@
 import http2 from 'node:http2'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { startApp } from './fixtures/app'
+import Fastify from 'fastify'
+import towerSse, { type TowerSseOptions } from '../lib/index'
 import { waitFor } from './fixtures/sse-connection'
+
+/** tower-sse on Fastify's HTTP/2 server without TLS (h2c), on an ephemeral loopback port. */
+async function startH2c (options: TowerSseOptions) {
+  const app = Fastify({ http2: true, logger: false })
+  await app.register(towerSse, options)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  return { app, port: (app.server.address() as AddressInfo).port }
+}
 
 interface H2Stream {
   status: () => number | undefined
@@ -44,7 +54,7 @@ t.test('HTTP/2: a refusal and an expiry end only their own stream; the session a
   t.teardown(() => process.off('warning', onWarning))
 
   // maxClients 1: the second stream is refused. The first expires within [150, 450] ms.
-  const { app, port } = await startApp({ maxClients: 1, maxAgeMs: 300, maxAgeJitterMs: 150, heartbeatMs: 60_000 }, { http2: true })
+  const { app, port } = await startH2c({ maxClients: 1, maxAgeMs: 300, maxAgeJitterMs: 150, heartbeatMs: 60_000 })
   t.teardown(() => app.close())
   const session = http2.connect(`http://127.0.0.1:${port}`)
   let sessionClosed = false
@@ -89,7 +99,7 @@ t.test('HTTP/2: a refusal and an expiry end only their own stream; the session a
 })
 
 t.test('HTTP/2: a stream ended at shutdown delivers everything queued before it, even behind flow control', async (t) => {
-  const { app, port } = await startApp({ heartbeatMs: 60_000, drainMs: 0 }, { http2: true })
+  const { app, port } = await startH2c({ heartbeatMs: 60_000, drainMs: 0 })
   // A 1 KiB window: the server can send the event only as fast as the client reads it.
   const session = http2.connect(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: 1024 } })
   session.on('error', () => {})
