@@ -49,7 +49,7 @@ async function main (): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs
   })
   const limits = describeLimits(config.limits)
-  const guard = `hosts ${[...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts].join(' ')}, ` +
+  const guard = `hosts ${[...new Set([...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts])].join(' ')}, ` +
     `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}`
   try {
     await app.listen({
