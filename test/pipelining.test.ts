@@ -1,20 +1,12 @@
-import net from 'node:net'
 import t from 'tap'
 import { MAX_PIPELINED_BEHIND_STREAM } from '../lib/admission'
 import { startApp } from './fixtures/app'
+import { rawExchange, type RawExchange } from './fixtures/raw-http'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 /** Requests written back-to-back on one raw socket (HTTP/1.1 pipelining), and what comes back. */
-function pipeline (port: number, requests: string[]): { socket: net.Socket, text: () => string, isClosed: () => boolean } {
-  const socket = net.connect(port, '127.0.0.1')
-  socket.write(requests.map((line) => `${line} HTTP/1.1\r\nHost: localhost\r\n\r\n`).join(''))
-  let text = ''
-  socket.setEncoding('latin1')
-  socket.on('data', (chunk: string) => { text += chunk })
-  socket.on('error', () => {})
-  let closed = false
-  socket.once('close', () => { closed = true })
-  return { socket, text: () => text, isClosed: () => closed }
+function pipeline (port: number, requests: string[]): RawExchange {
+  return rawExchange(port, requests.map((line) => `${line} HTTP/1.1\r\nHost: localhost\r\n\r\n`).join(''))
 }
 
 const streams = (count: number): string[] => Array.from({ length: count }, () => 'GET /api/events')

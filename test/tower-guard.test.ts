@@ -1,7 +1,7 @@
 import http from 'node:http'
-import net from 'node:net'
 import t from 'tap'
 import { isAllowedHost, parseAllowedHost, parseHost } from '../lib/tower/request-guard'
+import { rawExchange } from './fixtures/raw-http'
 import { startTower, type RawResponse } from './fixtures/tower'
 import { waitFor } from './fixtures/sse-connection'
 
@@ -81,16 +81,10 @@ t.test('a request without any Host header is refused', async (t) => {
   const { app, port } = await startTower()
   t.teardown(() => app.close())
   // HTTP/1.0 may leave Host out (Node itself refuses that on HTTP/1.1).
-  const socket = net.connect(port, '127.0.0.1')
-  socket.write('GET /api/events HTTP/1.0\r\n\r\n')
-  let text = ''
-  let closed = false
-  socket.setEncoding('latin1')
-  socket.on('data', (chunk: string) => { text += chunk })
-  socket.on('close', () => { closed = true })
-  await waitFor('the answer', () => closed)
-  t.match(text, /^HTTP\/1\.1 403 /)
-  t.match(text, /"code":"TOWER_HOST_NOT_ALLOWED".*Host \(none\)/)
+  const { text, isClosed } = rawExchange(port, 'GET /api/events HTTP/1.0\r\n\r\n')
+  await waitFor('the answer', isClosed)
+  t.match(text(), /^HTTP\/1\.1 403 /)
+  t.match(text(), /"code":"TOWER_HOST_NOT_ALLOWED".*Host \(none\)/)
   t.equal(app.sse.stats().accepted, 0)
 })
 
