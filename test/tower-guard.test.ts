@@ -72,6 +72,8 @@ t.test('a Host that is not allowed gets 403 naming the setting, on every route; 
     }
   }
   t.same([app.sse.stats().accepted, app.sse.stats().rejected, app.sse.stats().events], [0, 0, 0], 'nothing reached the plugin or notify')
+  const long = await send(port, { headers: { host: `${'a'.repeat(300)}.example` } })
+  t.match(JSON.parse(long.body).message, /^Host "a{100}…" is not one this Tower answers/, 'a long Host is cut short in the message')
   for (const host of ['localhost', `localhost:${port}`, 'LOCALHOST.', 'dash.localhost', `127.0.0.1:${port}`, '[::1]']) {
     t.equal((await send(port, { headers: { host } })).status, 200, `Host ${host} is answered`)
   }
