@@ -65,6 +65,7 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
     'TOWER_SSE_PATH: "/:name" is the dashboard\'s files (/:name); the event stream needs a path of its own'],
   ['the same route shape under another parameter name', ['--path', '/vendor/:module'], {}, '--path: "/vendor/:module" is the dashboard\'s vendor modules'],
   ['the stream on the notify route', ['--path', '/api/notify'], {}, '--path: "/api/notify" is the notify route'],
+  ['a pattern Fastify refuses', ['--path', '/:id('], {}, '--path: "/:id(" is not a route Fastify accepts (Invalid regexp expression in "/:id(")'],
   ['a bad allowed host', ['--allowed-hosts', 'tower.example,evil com'], {}, '--allowed-hosts: "evil com" is not a host name, an IP address, *.domain or *'],
   ['an allowed host with a port', [], { TOWER_ALLOWED_HOSTS: 'localhost:4100' }, 'TOWER_ALLOWED_HOSTS: "localhost:4100" is not a host name'],
   ['a token with a space', ['--token', 'two words'], {}, '--token must be printable ASCII without spaces'],

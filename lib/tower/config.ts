@@ -1,7 +1,7 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
 import { TOWER_DEFAULTS } from './app'
 import { parseAllowedHost } from './request-guard'
-import { routeClash } from './routes'
+import { routeProblem } from './routes'
 
 /** What `npm start` runs with: where to listen and the plugin options that were set. */
 export interface TowerConfig {
@@ -168,10 +168,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   }
   const options = sse as TowerSseOptions
   const limits = validate(options, sources)
-  const taken = routeClash(limits.path)
-  if (taken !== null) {
-    throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} is ${taken}; the event stream needs a path of its own`)
-  }
+  const problem = routeProblem(limits.path)
+  if (problem !== null) throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} ${problem}`)
   return {
     host,
     port,

@@ -18,19 +18,24 @@ const ROUTE_NAMES: Readonly<Record<keyof typeof TOWER_ROUTES, string>> = {
 }
 
 /**
- * Which Tower route the event stream's `path` would collide with, by Fastify's own router rules
- * ('/:x' is '/:name'), or null. Checked before start-up: Fastify throws on a duplicate while
- * loading the plugins, where no caller can catch it. Every Tower path counts as taken, whatever
- * its method: one path, one job.
+ * What is wrong with the event stream's `path` as a route beside Tower's, or null: a pattern
+ * Fastify's router refuses, or a collision with a Tower route by the router's own rules ('/:x' is
+ * '/:name'). Checked before start-up: Fastify throws on either while loading the plugins, where
+ * no caller can catch it. Every Tower path counts as taken, whatever its method: one path, one job.
  */
-export function routeClash (path: string): string | null {
+export function routeProblem (path: string): string | null {
+  try {
+    FindMyWay().on('GET', path, () => {})
+  } catch (err) {
+    return `is not a route Fastify accepts (${(err as Error).message})`
+  }
   for (const [key, route] of Object.entries(TOWER_ROUTES) as Array<[keyof typeof TOWER_ROUTES, string]>) {
     const router = FindMyWay()
     router.on('GET', route, () => {})
     try {
       router.on('GET', path, () => {})
     } catch {
-      return ROUTE_NAMES[key]
+      return `is ${ROUTE_NAMES[key]}; the event stream needs a path of its own`
     }
   }
   return null
