@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ActivityLog } from './activity-log'
 import { STREAM_HEADERS } from './client-stream'
@@ -10,14 +11,18 @@ import { StormMeter } from './storm-meter'
 import { Tarpit } from './tarpit'
 import { TokenBucket } from './token-bucket'
 
-export type RefusalReason = 'capacity' | 'perKey' | 'pressure' | 'rate' | 'closing'
+/** Requests a connection may pipeline behind its stream (each costs ~1.6 KiB) before it is closed. */
+export const MAX_PIPELINED_BEHIND_STREAM = 32
+
+export type RefusalReason = 'capacity' | 'perKey' | 'pressure' | 'rate' | 'closing' | 'pipelined'
 
 const MESSAGES: Record<RefusalReason, (capacity: number, perKey: number) => string> = {
   capacity: (capacity) => `all ${capacity} event streams are in use`,
   perKey: (_capacity, perKey) => `this client already holds ${perKey} event streams`,
   pressure: () => 'the server is under pressure',
   rate: () => 'too many new event streams per second',
-  closing: () => 'the server is shutting down'
+  closing: () => 'the server is shutting down',
+  pipelined: () => 'an event stream needs a connection of its own; this request was pipelined behind another'
 }
 
 /**
@@ -34,6 +39,8 @@ export class Admission {
   /** The key onRequest computed, for the handler; weak so an aborted request leaves nothing. */
   private readonly keys = new WeakMap<FastifyRequest, string>()
   private readonly messages: Record<RefusalReason, string>
+  /** Connections holding a stream → requests pipelined behind it so far; weak, like the sockets. */
+  private readonly pipelinedBehindStream = new WeakMap<Socket, number>()
 
   constructor (
     private readonly fastify: FastifyInstance,
@@ -55,6 +62,13 @@ export class Admission {
   readonly onRequest: onRequestHookHandler = (request: FastifyRequest, reply: FastifyReply, done) => {
     const key = this.options.keyFn(request)
     this.activity.attempt(key)
+    // Node parses pipelined requests at once but attaches only the first response to the socket;
+    // the others wait behind it and never see the socket close. A stream no client can read must
+    // not take a slot.
+    if (reply.raw.socket === null) {
+      this.refusePipelined(request, reply)
+      return
+    }
     const reason = this.refusalReason(key, true)
     if (reason === null) {
       this.keys.set(request, key)
@@ -84,6 +98,11 @@ export class Admission {
     return encodeRetry(jitter(center, Math.min(this.options.retryJitterMs * scale, center), this.options.random))
   }
 
+  /** Marks the request's connection as holding a stream: nothing pipelined behind it can be answered. */
+  streamOpened (request: FastifyRequest): void {
+    this.pipelinedBehindStream.set(request.raw.socket, 0)
+  }
+
   /** From now on every new stream is refused, and held refusals are answered at once (shutdown). */
   close (): void {
     this.closing = true
@@ -97,6 +116,27 @@ export class Admission {
     if (this.isUnderPressure()) return 'pressure'
     if (consumeToken && this.bucket !== null && !this.bucket.take(Date.now())) return 'rate'
     return null
+  }
+
+  /**
+   * A request pipelined behind another never takes a slot, and one connection's burst is no
+   * storm: no widening for everyone, no hold. Behind a finite answer it is refused (delivered once
+   * the answers ahead are). Behind a stream no answer can ever be delivered: it stays unanswered,
+   * since a written one would queue, and Node stops reading a socket with a queue — the client's
+   * close would go unseen and its slot stay taken. A connection that keeps piling them up costs
+   * memory per request, so the MAX_PIPELINED_BEHIND_STREAM-th closes it, stream included.
+   */
+  private refusePipelined (request: FastifyRequest, reply: FastifyReply): void {
+    this.activity.count('rejected')
+    const socket = request.raw.socket
+    const behind = this.pipelinedBehindStream.get(socket)
+    if (behind === undefined) {
+      this.answer(reply, 'pipelined')
+      return
+    }
+    reply.hijack()
+    if (behind + 1 >= MAX_PIPELINED_BEHIND_STREAM) socket.destroy()
+    else this.pipelinedBehindStream.set(socket, behind + 1)
   }
 
   private refuse (reply: FastifyReply, reason: RefusalReason): void {
@@ -141,7 +181,6 @@ export class Admission {
     openUntilClose(reply.raw, status, {
       'retry-after': String(seconds),
       'cache-control': 'no-store',
-      connection: 'close',
       'content-type': 'application/json; charset=utf-8'
     })
     endAndClose(reply.raw, `{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +

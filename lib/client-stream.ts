@@ -10,12 +10,11 @@ export interface StreamLimits {
   maxStalledHeartbeats: number
 }
 
-/** Headers of every stream; `Connection: close` makes the server, not the client, close first. */
+/** Headers of every stream (openUntilClose adds `Connection: close` on HTTP/1.x). */
 export const STREAM_HEADERS = Object.freeze({
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
-  'x-accel-buffering': 'no',
-  connection: 'close'
+  'x-accel-buffering': 'no'
 })
 
 /**

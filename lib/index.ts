@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission'
-import { ClientStream } from './client-stream'
+import { ClientStream, STREAM_HEADERS } from './client-stream'
+import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
@@ -24,6 +25,13 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const admission = new Admission(fastify, registry, activity, options)
   fastify.decorate('sse', registry)
 
+  // HEAD (which Fastify would otherwise derive from GET) gets the stream's headers and the close at
+  // once: a stream answered without a body would hold a slot and a `curl -I` until max age.
+  fastify.head(options.path, (_request, reply) => {
+    reply.hijack()
+    openUntilClose(reply.raw, 200, STREAM_HEADERS)
+    endAndClose(reply.raw)
+  })
   fastify.route({
     method: 'GET',
     url: options.path,
@@ -45,6 +53,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
         ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
         : null
       client.open(admission.retryFrame(), lifetimeMs)
+      admission.streamOpened(request)
       const first = options.initialEvent?.(client, request)
       if (first !== undefined) client.write(encodeEvent(first))
       registry.add(client, subscription.lastEventId)

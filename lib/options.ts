@@ -157,6 +157,11 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
   stormConnectsPerMinute: { min: 1 }
 }
 
+// What a URL path carries unencoded (RFC 3986 pchar), less `%` and `*`. Fastify matches a route
+// against the decoded path, so a route with `%`, `?` or `#` in it, or a `.`/`..` segment, is never
+// reached; `*` would make it a wildcard; a space or non-ASCII character is sent encoded by every client.
+const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
+
 const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
 const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS])
 
@@ -181,8 +186,9 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   const pick = (key: keyof typeof DEFAULTS): unknown => given[key] === undefined ? DEFAULTS[key] : given[key]
 
   const path = pick('path')
-  if (typeof path !== 'string' || !path.startsWith('/')) {
-    throw new TowerSseOptionError('path', path, 'a string starting with "/"')
+  if (typeof path !== 'string' || !URL_PATH.test(path) || path.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new TowerSseOptionError('path', path, 'a URL path as sent on the wire: "/" then A-Z a-z 0-9 and - . _ ~ ! $ & \' ( ) + , ; = : @ / ' +
+      '(no space, ?, #, %, *, non-ASCII, or "." and ".." segments)')
   }
   const numbers = {} as Record<keyof typeof INTEGER_RULES, number>
   for (const key of Object.keys(INTEGER_RULES) as Array<keyof typeof INTEGER_RULES>) {

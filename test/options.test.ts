@@ -1,6 +1,8 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import towerSse, { DEFAULTS, normalizeOptions } from '../lib/index'
+import { startApp } from './fixtures/app'
+import { connect } from './fixtures/sse-connection'
 
 t.test('defaults fill every option', async (t) => {
   const options = normalizeOptions(undefined)
@@ -10,7 +12,7 @@ t.test('defaults fill every option', async (t) => {
 })
 
 const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
-  ['path', { path: 'api/events' }, /option "path" must be a string starting with "\/", got "api\/events"/],
+  ['path', { path: 'api/events' }, /option "path" must be a URL path as sent on the wire: .*, got "api\/events"/],
   ['path', { path: 42 }, /option "path" .* got 42/],
   ['maxClients', { maxClients: 0 }, /option "maxClients" must be an integer >= 1, got 0/],
   ['maxClients', { maxClients: 2.5 }, /option "maxClients" .* got 2\.5/],
@@ -55,4 +57,20 @@ t.test('Fastify register options (prefix, logLevel) are not mistaken for unknown
   await app.register(towerSse, { logLevel: 'warn', maxClients: 3 } as never)
   t.equal(app.sse.capacity, 3)
   await app.close()
+})
+
+t.test('a path no request could reach is refused, naming the option', async (t) => {
+  for (const path of ['/a b', '/x?y', '/a#b', '/a%20b', '/é', '/events*', '/a/../b', '/a/./b', '/..', '/a\tb', '', '/a\\b']) {
+    t.throws(() => normalizeOptions({ path }), { name: 'TowerSseOptionError', option: 'path', message: /^tower-sse: option "path" must be a URL path/ }, JSON.stringify(path))
+  }
+})
+
+t.test('unusual paths that requests do reach are accepted, and reached', async (t) => {
+  for (const [path, url] of [['/a//b', '/a//b'], ["/x;v=1,(a)~!$&'+@", "/x;v=1,(a)~!$&'+@"], ['/:channel', '/news'], ['/sse/', '/sse/']]) {
+    const { app, port } = await startApp({ path })
+    const conn = await connect(port, url)
+    t.equal(conn.status, 200, `${path} reached by ${url}`)
+    conn.destroy()
+    await app.close()
+  }
 })

@@ -1,6 +1,7 @@
+import http from 'node:http'
 import net from 'node:net'
 import t from 'tap'
-import { connect } from './fixtures/sse-connection'
+import { connect, waitFor } from './fixtures/sse-connection'
 import { notify } from './fixtures/tower'
 import { runCli } from './fixtures/tower-cli'
 
@@ -30,16 +31,63 @@ t.test('starts, says where and with which limits, serves, and on SIGTERM ends ev
 
   cli.child.kill('SIGTERM')
   const { code, signal } = await cli.exited
-  t.same({ code, signal }, { code: 0, signal: null }, 'exit code 0: close() finished before the 2 s fallback')
+  t.same({ code, signal }, { code: 0, signal: null }, 'exit code 0: close() finished before the drainMs + 2 s fallback')
   await Promise.all(clients.map((c) => c.ended))
   for (const c of clients) t.equal(JSON.parse((await c.nextEvent(1)).data).title, 'Green', 'the notification arrived before shutdown')
   t.equal(cli.stderr(), '', 'nothing on stderr')
+})
+
+/** POSTs notifications one after another on one keep-alive connection until `stop()`; counts answers by status. */
+async function notifyLoop (port: number, stop: () => boolean): Promise<Map<number, number>> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  const statuses = new Map<number, number>()
+  const body = JSON.stringify({ type: 'ci', title: 'loop', body: '' })
+  for (let i = 0; i < 20_000 && !stop(); i++) {
+    const status = await new Promise<number>((resolve) => {
+      const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/api/notify', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        res.resume()
+        res.on('end', () => resolve(res.statusCode ?? 0))
+      })
+      req.on('error', () => resolve(0))
+      req.end(body)
+    })
+    statuses.set(status, (statuses.get(status) ?? 0) + 1)
+  }
+  agent.destroy()
+  return statuses
+}
+
+t.test('--drain-ms 3000: SIGTERM drains every stream, logs a summary, not a line per request, and exits 0', async (t) => {
+  const cli = runCli(['--drain-ms', '3000', '--log-interval-ms', '600000'], { PORT: '0' })
+  t.teardown(() => cli.child.kill('SIGKILL'))
+  const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(startupMessage(await cli.line(/tower: listening on/)))?.[1])
+  const clients = await Promise.all([connect(port), connect(port), connect(port), connect(port)])
+  let exited = false
+  void cli.exited.then(() => { exited = true })
+  // Keeps posting through the drain: each answer while closing is a 503 that Fastify would log.
+  const loop = notifyLoop(port, () => exited)
+  await waitFor('the loop to be under way', () => cli.stdout().length > 0)
+  cli.child.kill('SIGTERM')
+  const { code, signal } = await cli.exited
+  t.same({ code, signal }, { code: 0, signal: null }, 'exit code 0: close() finished the whole 3 s drain')
+  t.equal(cli.stderr(), '', 'nothing on stderr')
+  await Promise.all(clients.map((c) => c.ended))
+  const statuses = await loop
+  t.ok((statuses.get(503) ?? 0) > 0, `requests were refused while closing: ${JSON.stringify([...statuses])}`)
+  const lines = cli.stdout().trim().split('\n').map((line) => JSON.parse(line).msg as string)
+  t.equal(lines.length, 3, 'three lines: start-up, SIGTERM, the final summary')
+  if (lines.length !== 3) t.comment(lines.slice(0, 5).join('\n'))
+  t.match(lines[1], 'tower: SIGTERM: ending 4 open streams and stopping')
+  const summary = JSON.parse(cli.stdout().trim().split('\n')[2]).tower_sse
+  t.equal(summary.shutdown, 4, 'the summary counts the 4 streams ended by the drain')
 })
 
 t.test('a bad value exits 1 with a one-line message naming it', async (t) => {
   const runs: Array<[string[], Record<string, string>, string]> = [
     // Every kind of bad flag and variable is covered by tower-config.test.ts; here, that it stops start-up.
     [['--max-clients', '0'], {}, 'tower: --max-clients: option "maxClients" must be an integer >= 1, got 0\n'],
+    // Fastify would throw its duplicate-route error while loading plugins, where nothing can catch it.
+    [[], { TOWER_SSE_PATH: '/:name' }, 'tower: TOWER_SSE_PATH: "/:name" is the dashboard\'s files (/:name); the event stream needs a path of its own\n'],
     // TEST-NET-1: no interface here has it, so binding fails locally and nothing is sent.
     [['--host', '192.0.2.1', '--port', '0'], {}, 'tower: address 192.0.2.1 is not available on this machine\n']
   ]

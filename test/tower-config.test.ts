@@ -13,6 +13,9 @@ t.test('with nothing given: 127.0.0.1:4100 and exactly the plugin DEFAULTS', asy
   t.same([DEFAULT_HOST, DEFAULT_PORT], ['127.0.0.1', 4100])
   t.same(config.sse, {}, 'no plugin option is set, so the plugin applies its own defaults')
   t.same(config.limits, normalizeOptions({}))
+  t.same(config.allowedHosts, ['127.0.0.1'], 'the host it listens on, besides the defaults')
+  t.equal(config.token, undefined)
+  t.equal(config.requestTimeoutMs, 10_000)
   t.equal(config.help, false)
 })
 
@@ -55,7 +58,20 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['empty from env', [], { TOWER_SSE_HEARTBEAT_MS: '' }, 'TOWER_SSE_HEARTBEAT_MS must be an integer, got ""'],
   ['beyond a safe integer', ['--max-clients', '9007199254740993'], {}, '--max-clients must be an integer, got "9007199254740993"'],
   ['refused by the plugin (flag)', ['--max-clients', '0'], {}, '--max-clients: option "maxClients" must be an integer >= 1, got 0'],
-  ['refused by the plugin (env)', [], { TOWER_SSE_PATH: 'events' }, 'TOWER_SSE_PATH: option "path" must be a string starting with "/", got "events"'],
+  ['refused by the plugin (env)', [], { TOWER_SSE_PATH: 'events' }, 'TOWER_SSE_PATH: option "path" must be a URL path'],
+  ['a path no request reaches', ['--path', '/x?y'], {}, '--path: option "path" must be a URL path'],
+  ['a path with a space', [], { TOWER_SSE_PATH: '/a b' }, 'TOWER_SSE_PATH: option "path" must be a URL path'],
+  ['the stream on the dashboard\'s files', [], { TOWER_SSE_PATH: '/:name' },
+    'TOWER_SSE_PATH: "/:name" is the dashboard\'s files (/:name); the event stream needs a path of its own'],
+  ['the same route shape under another parameter name', ['--path', '/vendor/:module'], {}, '--path: "/vendor/:module" is the dashboard\'s vendor modules'],
+  ['the stream on the notify route', ['--path', '/api/notify'], {}, '--path: "/api/notify" is the notify route'],
+  ['a pattern Fastify refuses', ['--path', '/:id('], {}, '--path: "/:id(" is not a route Fastify accepts (Invalid regexp expression in "/:id(")'],
+  ['a bad allowed host', ['--allowed-hosts', 'tower.example,evil com'], {}, '--allowed-hosts: "evil com" is not a host name, an IP address, *.domain or *'],
+  ['an allowed host with a port', [], { TOWER_ALLOWED_HOSTS: 'localhost:4100' }, 'TOWER_ALLOWED_HOSTS: "localhost:4100" is not a host name'],
+  ['a token with a space', ['--token', 'two words'], {}, '--token must be printable ASCII without spaces'],
+  ['an empty token', [], { TOWER_TOKEN: '' }, 'TOWER_TOKEN must be printable ASCII without spaces'],
+  ['a request timeout of 0', ['--request-timeout-ms', '0'], {}, '--request-timeout-ms must be an integer between 1 and 2147483647, got 0'],
+  ['a request timeout that is no integer', [], { TOWER_REQUEST_TIMEOUT_MS: '10s' }, 'TOWER_REQUEST_TIMEOUT_MS must be an integer, got "10s"'],
   ['a string option refused by the plugin', ['--reject-with', 'evict'], {}, '--reject-with: option "rejectWith"'],
   ['a default made invalid by another value', ['--retry-ms', '500'], {},
     'option "retryJitterMs" must be at most retryMs (500), got 1000 (retryJitterMs is the default here; set --retry-jitter-ms or TOWER_SSE_RETRY_JITTER_MS)'],
@@ -85,6 +101,18 @@ t.test('bad input stops start-up with one line naming what was wrong', async (t)
     t.ok(text.startsWith(message), `${what}: ${text}`)
     t.notMatch(text, /\n/, `${what}: one line`)
   }
+})
+
+t.test('Tower\'s own settings: allowed hosts (plus the host it listens on), token, request timeout', async (t) => {
+  const config = parseConfig(['--allowed-hosts', ' tower.example, *.Corp.Test,,::1 ', '--host', 'my-box.local', '--token=s3cr3t-t0ken'],
+    { TOWER_REQUEST_TIMEOUT_MS: '2500', TOWER_TOKEN: 'ignored: the flag wins' })
+  t.same(config.allowedHosts, ['tower.example', '*.corp.test', '[::1]', 'my-box.local'])
+  t.equal(config.token, 's3cr3t-t0ken')
+  t.equal(config.requestTimeoutMs, 2500)
+  t.same(parseConfig(['--host', '::'], {}).allowedHosts, ['[::]'], 'an IPv6 listen address is bracketed')
+  t.match(usage(), /--allowed-hosts <list>\s+TOWER_ALLOWED_HOSTS\s+\(none\)/)
+  t.match(usage(), /--token <token>\s+TOWER_TOKEN\s+\(none\)/)
+  t.match(usage(), /--request-timeout-ms <integer>\s+TOWER_REQUEST_TIMEOUT_MS\s+10000/)
 })
 
 t.test('negative integers are read as numbers and refused by the plugin, not as flags', async (t) => {

@@ -1,28 +1,59 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import towerSse, { type TowerSseOptions } from '../index'
 import { notifyRoute } from './notify-route'
+import { DEFAULT_ALLOWED_HOSTS, guardRequests } from './request-guard'
 import { staticAssets } from './static-assets'
 import { statsRoute } from './stats-route'
+
+/** Tower's own settings besides the plugin's, with their defaults. */
+export const TOWER_DEFAULTS = Object.freeze({
+  requestTimeoutMs: 10_000
+})
 
 export interface TowerAppOptions {
   /** Plugin options (as parsed from flags and environment); Tower adds its own initialEvent. */
   sse?: TowerSseOptions
   /** Fastify's logger; on by default, tests turn it off. */
   logger?: FastifyServerOptions['logger']
+  /** Hosts answered besides DEFAULT_ALLOWED_HOSTS (the CLI adds the one it listens on). */
+  allowedHosts?: readonly string[]
+  /** When set, state-changing requests (notify) need `Authorization: Bearer <token>`. */
+  token?: string
+  /** A request's headers and body must arrive within this many ms, else 408 and closed. */
+  requestTimeoutMs?: number
+}
+
+/**
+ * The incident wrote 774K lines, one per connection: the plugin logs one summary per window, and
+ * Fastify logs no line per request — not even per request refused while closing.
+ */
+class QuietLogController extends LogController {
+  constructor () {
+    super({ disableRequestLogging: true })
+  }
+
+  override serviceUnavailable (): void {}
 }
 
 /**
  * The Tower server: tower-sse at GET /api/events, POST /api/notify, GET /api/events/stats and
- * the dashboard. Returns the instance unstarted; the caller listens (and closes).
+ * the dashboard, every route behind the request guard. Returns the instance unstarted; the caller
+ * listens (and closes).
  */
 export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
+  const requestTimeoutMs = options.requestTimeoutMs ?? TOWER_DEFAULTS.requestTimeoutMs
   const app = Fastify({
     logger: options.logger ?? true,
-    // The incident wrote 774K lines, one per connection: the plugin logs one summary per window.
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: new QuietLogController(),
+    // Node answers 408 and closes a request whose headers or body are not in by then; a request
+    // is complete once read, so a stream is never cut by it. Node checks every so often (30 s by
+    // default): often enough here that the bound holds.
+    requestTimeout: requestTimeoutMs,
+    http: { headersTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, requestTimeoutMs) },
     // Fastify's defaults would turn {"type": 5} into "5" and silently drop unknown properties.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } }
   })
+  guardRequests(app, { allowedHosts: [...DEFAULT_ALLOWED_HOSTS, ...(options.allowedHosts ?? [])], token: options.token })
   void app.register(towerSse, {
     ...options.sse,
     initialEvent: (client) => ({ data: { type: 'connected', id: client.id } })

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
 import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
+import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
 
-// Streams are ended in the plugin's preClose, so close() is quick; this bounds a close that hangs.
-const HARD_EXIT_MS = 2000
+// close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose
+// hooks; past drainMs plus this, a close that hangs is cut short.
+const CLOSE_MARGIN_MS = 2000
 
 function fail (message: string): never {
   process.stderr.write(`tower: ${message}\n`)
@@ -20,9 +22,10 @@ function listenFailure (err: NodeJS.ErrnoException, { host, port }: TowerConfig)
   }
 }
 
-function closeOnSignal (app: FastifyInstance): void {
+function closeOnSignal (app: FastifyInstance, drainMs: number): void {
+  const deadlineMs = drainMs + CLOSE_MARGIN_MS
   const onSignal = (signal: NodeJS.Signals): void => {
-    setTimeout(() => fail(`close did not finish within ${HARD_EXIT_MS} ms after ${signal}; exiting`), HARD_EXIT_MS).unref()
+    setTimeout(() => fail(`close did not finish within ${deadlineMs} ms after ${signal}; exiting`), deadlineMs).unref()
     const open = app.sse.size
     app.log.info(`tower: ${signal}: ending ${open} open stream${open === 1 ? '' : 's'} and stopping`)
     // Nothing else holds the event loop once closed, so the process then exits with code 0.
@@ -39,19 +42,26 @@ async function main (): Promise<void> {
     process.stdout.write(usage())
     return
   }
-  const app = buildTower({ sse: config.sse })
+  const app = buildTower({
+    sse: config.sse,
+    allowedHosts: config.allowedHosts,
+    token: config.token,
+    requestTimeoutMs: config.requestTimeoutMs
+  })
   const limits = describeLimits(config.limits)
+  const guard = `hosts ${[...new Set([...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts])].join(' ')}, ` +
+    `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}`
   try {
     await app.listen({
       host: config.host,
       port: config.port,
       // Fastify's own "listening" log line, made the one start-up line with the limits in force.
-      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${limits}`
+      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${guard}; ${limits}`
     })
   } catch (err) {
     fail(listenFailure(err as NodeJS.ErrnoException, config))
   }
-  closeOnSignal(app)
+  closeOnSignal(app, config.limits.drainMs)
 }
 
 // A configuration mistake is the user's to fix: one line. Anything else is a bug: keep its stack.

@@ -1,5 +1,7 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
-import { RESERVED_STREAM_PATHS } from './routes'
+import { TOWER_DEFAULTS } from './app'
+import { parseAllowedHost } from './request-guard'
+import { routeProblem } from './routes'
 
 /** What `npm start` runs with: where to listen and the plugin options that were set. */
 export interface TowerConfig {
@@ -9,6 +11,11 @@ export interface TowerConfig {
   sse: TowerSseOptions
   /** Every plugin option in force, already validated by the plugin's own normalizeOptions. */
   limits: NormalizedOptions
+  /** Hosts answered besides the defaults: those given, and the one Tower listens on. */
+  allowedHosts: string[]
+  /** When set, state-changing requests need `Authorization: Bearer <token>`. */
+  token: string | undefined
+  requestTimeoutMs: number
   help: boolean
 }
 
@@ -59,9 +66,38 @@ function parseHost (source: string, text: string): string {
   return text
 }
 
+function parseAllowedHosts (source: string, text: string): string[] {
+  return text.split(',').filter((entry) => entry.trim() !== '').map((entry) => {
+    const host = parseAllowedHost(entry)
+    if (host === null) throw new TowerConfigError(`${source}: ${JSON.stringify(entry)} is not a host name, an IP address, *.domain or *`)
+    return host
+  })
+}
+
+// RFC 6750's token characters are narrower; what matters here is that it fits the header as is.
+const TOKEN_TEXT = /^[\x21-\x7e]+$/
+
+function parseToken (source: string, text: string): string {
+  if (!TOKEN_TEXT.test(text)) throw new TowerConfigError(`${source} must be printable ASCII without spaces`)
+  return text
+}
+
+function parseTimeout (source: string, text: string): number {
+  const ms = parseInteger(source, text)
+  if (ms < 1 || ms > 2 ** 31 - 1) throw new TowerConfigError(`${source} must be an integer between 1 and ${2 ** 31 - 1}, got ${ms}`)
+  return ms
+}
+
+/** Tower's own settings besides --host and --port (the plugin's options are OPTION_SPECS). */
+const TOWER_SETTINGS = [
+  { flag: '--allowed-hosts', env: 'TOWER_ALLOWED_HOSTS', value: '<list>', default: '(none)' },
+  { flag: '--token', env: 'TOWER_TOKEN', value: '<token>', default: '(none)' },
+  { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) }
+] as const
+
 /** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
 function readFlags (argv: readonly string[]): { values: Map<string, string>, help: boolean } {
-  const known = new Set(['--host', '--port', ...OPTION_SPECS.map((spec) => spec.flag)])
+  const known = new Set(['--host', '--port', ...TOWER_SETTINGS.map((setting) => setting.flag), ...OPTION_SPECS.map((spec) => spec.flag)])
   const values = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -112,6 +148,15 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   const portText = pickText('--port', 'PORT')
   const host = hostText === undefined ? DEFAULT_HOST : parseHost(hostText.source, hostText.text)
   const port = portText === undefined ? DEFAULT_PORT : parsePort(portText.source, portText.text)
+  const hostsText = pickText('--allowed-hosts', 'TOWER_ALLOWED_HOSTS')
+  const tokenText = pickText('--token', 'TOWER_TOKEN')
+  const timeoutText = pickText('--request-timeout-ms', 'TOWER_REQUEST_TIMEOUT_MS')
+  // The name Tower was started on is answered too (an address that is no allowlist entry, like a
+  // bare IPv6 wildcard, adds nothing).
+  const allowedHosts = [
+    ...(hostsText === undefined ? [] : parseAllowedHosts(hostsText.source, hostsText.text)),
+    ...[parseAllowedHost(host)].filter((h): h is string => h !== null && h !== '*')
+  ]
 
   const sse: Record<string, unknown> = {}
   const sources = new Map<string, string>()
@@ -123,11 +168,18 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   }
   const options = sse as TowerSseOptions
   const limits = validate(options, sources)
-  const taken = RESERVED_STREAM_PATHS.get(limits.path)
-  if (taken !== undefined) {
-    throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} is ${taken}; the event stream needs a path of its own`)
+  const problem = routeProblem(limits.path)
+  if (problem !== null) throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} ${problem}`)
+  return {
+    host,
+    port,
+    sse: options,
+    limits,
+    allowedHosts,
+    token: tokenText === undefined ? undefined : parseToken(tokenText.source, tokenText.text),
+    requestTimeoutMs: timeoutText === undefined ? TOWER_DEFAULTS.requestTimeoutMs : parseTimeout(timeoutText.source, timeoutText.text),
+    help
   }
-  return { host, port, sse: options, limits, help }
 }
 
 function validate (sse: TowerSseOptions, sources: Map<string, string>): NormalizedOptions {
@@ -150,6 +202,7 @@ export function usage (): string {
   const rows: Array<[string, string, string]> = [
     ['--host <host>', 'HOST', DEFAULT_HOST],
     ['--port <integer>', 'PORT', String(DEFAULT_PORT)],
+    ...TOWER_SETTINGS.map((setting): [string, string, string] => [`${setting.flag} ${setting.value}`, setting.env, setting.default]),
     ...OPTION_SPECS.map((spec): [string, string, string] =>
       [`${spec.flag} <${spec.integer ? 'integer' : 'string'}>`, spec.env, String(DEFAULTS[spec.key])])
   ]

@@ -1,12 +1,42 @@
+import FindMyWay from 'find-my-way'
+
 /** Tower's own routes beside the event stream, named once for the route modules and the config check. */
 export const TOWER_ROUTES = Object.freeze({
   dashboard: '/',
   notify: '/api/notify',
-  stats: '/api/events/stats'
+  stats: '/api/events/stats',
+  vendor: '/vendor/:name',
+  asset: '/:name'
 })
 
-/** GET paths the event stream may not take (`path` option): Fastify would refuse the duplicate. */
-export const RESERVED_STREAM_PATHS: ReadonlyMap<string, string> = new Map([
-  [TOWER_ROUTES.dashboard, 'the dashboard page'],
-  [TOWER_ROUTES.stats, 'the stats route']
-])
+const ROUTE_NAMES: Readonly<Record<keyof typeof TOWER_ROUTES, string>> = {
+  dashboard: 'the dashboard page',
+  notify: 'the notify route',
+  stats: 'the stats route',
+  vendor: 'the dashboard\'s vendor modules (/vendor/:name)',
+  asset: 'the dashboard\'s files (/:name)'
+}
+
+/**
+ * What is wrong with the event stream's `path` as a route beside Tower's, or null: a pattern
+ * Fastify's router refuses, or a collision with a Tower route by the router's own rules ('/:x' is
+ * '/:name'). Checked before start-up: Fastify throws on either while loading the plugins, where
+ * no caller can catch it. Every Tower path counts as taken, whatever its method: one path, one job.
+ */
+export function routeProblem (path: string): string | null {
+  try {
+    FindMyWay().on('GET', path, () => {})
+  } catch (err) {
+    return `is not a route Fastify accepts (${(err as Error).message})`
+  }
+  for (const [key, route] of Object.entries(TOWER_ROUTES) as Array<[keyof typeof TOWER_ROUTES, string]>) {
+    const router = FindMyWay()
+    router.on('GET', route, () => {})
+    try {
+      router.on('GET', path, () => {})
+    } catch {
+      return `is ${ROUTE_NAMES[key]}; the event stream needs a path of its own`
+    }
+  }
+  return null
+}

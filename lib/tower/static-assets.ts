@@ -57,7 +57,7 @@ export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => 
   fastify.get(TOWER_ROUTES.dashboard, (_request, reply) =>
     sendFile(reply, path.join(PUBLIC_DIR, 'index.html'), 'the dashboard page lib/tower/public/index.html is missing'))
 
-  fastify.get<{ Params: { name: string } }>('/vendor/:name', (request, reply) => {
+  fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.vendor, (request, reply) => {
     const vendor = Object.hasOwn(VENDOR_FILES, request.params.name) ? VENDOR_FILES[request.params.name] : undefined
     if (vendor === undefined) return reply.callNotFound()
     return sendFile(reply, vendor.file, vendor.missing)
@@ -68,7 +68,7 @@ export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => 
     return sendFile(reply, path.join(CLIENT_ESM_DIR, request.params.name), CLIENT_ESM_MISSING)
   })
 
-  fastify.get<{ Params: { name: string } }>('/:name', (request, reply) => {
+  fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.asset, (request, reply) => {
     const { name } = request.params
     if (!PUBLIC_NAME.test(name) || !Object.hasOwn(CONTENT_TYPES, path.extname(name))) return reply.callNotFound()
     return sendFile(reply, path.join(PUBLIC_DIR, name), `no file ${name} in the dashboard's assets`)
