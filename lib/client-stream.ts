@@ -32,7 +32,7 @@ export class ClientStream implements SseClientInfo, Flushable {
   /** Bytes handed to the response so far; minus its writableLength, what the socket has taken. */
   private queuedBytes = 0
   /** Frames queued this turn, not yet handed to the response, and their bytes. */
-  private pending: Buffer[] = []
+  private readonly pending: Buffer[] = []
   private pendingBytes = 0
   private flushedAtLastBeat = 0
   private expiryTimer: NodeJS.Timeout | undefined
@@ -96,11 +96,12 @@ export class ClientStream implements SseClientInfo, Flushable {
    * and burst, 10 frames 9.3 µs vs 10.3 µs, 50 frames 11.6 µs vs 18.9 µs; one frame is written as it is.
    */
   private takePending (): Buffer | undefined {
-    const { pending, pendingBytes } = this
+    const { pending } = this
     if (pending.length === 0) return undefined
-    this.pending = []
+    const frames = pending.length === 1 ? pending[0] : Buffer.concat(pending, this.pendingBytes)
+    pending.length = 0
     this.pendingBytes = 0
-    return pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes)
+    return frames
   }
 
   /**
