@@ -19,6 +19,10 @@ export interface Flushable {
  */
 export class TurnFlush {
   private marked: Flushable[] = []
+  private flushing = false
+  /** The frames joined last in this flush, and the Buffer they were joined into. */
+  private lastFrames: Buffer[] = []
+  private lastJoined: Buffer = Buffer.alloc(0)
 
   /** Flushes `stream` at the end of this turn; call once per turn, with its first queued frame. */
   mark (stream: Flushable): void {
@@ -26,10 +30,39 @@ export class TurnFlush {
     this.marked.push(stream)
   }
 
+  /**
+   * `frames` as one Buffer. In a flush, streams sent the same frames this turn (every stream of a
+   * broadcast burst, topics permitting) share one Buffer as they share each frame: one copy per
+   * burst instead of one per stream, whose allocation and copy were a quarter of the CPU of bursts
+   * of 50 at 10,000 streams.
+   */
+  join (frames: readonly Buffer[], bytes: number): Buffer {
+    if (frames.length === 1) return frames[0]
+    if (!this.flushing) return Buffer.concat(frames, bytes)
+    if (!sameFrames(frames, this.lastFrames)) {
+      this.lastFrames = frames.slice()
+      this.lastJoined = Buffer.concat(frames, bytes)
+    }
+    return this.lastJoined
+  }
+
   private readonly flushMarked = (): void => {
     // A write during a flush marks into a fresh list and schedules the next turn's flush.
     const streams = this.marked
     this.marked = []
-    for (const stream of streams) stream.flush()
+    this.flushing = true
+    try {
+      for (const stream of streams) stream.flush()
+    } finally {
+      this.flushing = false
+      this.lastFrames = []
+      this.lastJoined = Buffer.alloc(0)
+    }
   }
+}
+
+function sameFrames (a: readonly Buffer[], b: readonly Buffer[]): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
 }

@@ -11,23 +11,36 @@ import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 // tests count the calls Node's net.Socket makes to its own _write/_writev (each is one write to
 // the kernel) on the server's real sockets, and read what real clients receive.
 
-/** Counts, per client port, the writes the server's socket for that connection hands down. */
-function countSocketWrites (server: http.Server): (conn: SseConnection) => number {
+interface SocketWrites {
+  /** Writes the server's socket for this connection handed down so far. */
+  count: (conn: SseConnection) => number
+  /** The data of its latest write, if that was one chunk. */
+  last: (conn: SseConnection) => unknown
+}
+
+/** Watches the server's real sockets: per client port, how many writes each made, and the last. */
+function watchSocketWrites (server: http.Server): SocketWrites {
   const counts = new Map<number, number>()
+  const lasts = new Map<number, unknown>()
   server.on('connection', (socket: net.Socket) => {
     const port = socket.remotePort as number
     counts.set(port, 0)
+    const seen = (chunk: unknown): void => {
+      counts.set(port, (counts.get(port) ?? 0) + 1)
+      lasts.set(port, chunk)
+    }
     const { _write, _writev } = socket
     socket._write = function (...args: Parameters<net.Socket['_write']>) {
-      counts.set(port, (counts.get(port) ?? 0) + 1)
+      seen(args[0])
       return _write.apply(this, args)
     }
     socket._writev = function (...args: Parameters<NonNullable<net.Socket['_writev']>>) {
-      counts.set(port, (counts.get(port) ?? 0) + 1)
+      seen(args[0])
       return (_writev as NonNullable<net.Socket['_writev']>).apply(this, args)
     }
   })
-  return (conn) => counts.get(conn.request.socket?.localPort as number) ?? -1
+  const port = (conn: SseConnection): number => conn.request.socket?.localPort as number
+  return { count: (conn) => counts.get(port(conn)) ?? -1, last: (conn) => lasts.get(port(conn)) }
 }
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
@@ -36,35 +49,58 @@ const numbers = (conn: SseConnection): number[] => conn.events.map((e) => (JSON.
 t.test('a burst of 50 events broadcast from 50 separate callbacks is one socket write per stream, in order', async (t) => {
   const { app, port } = await startApp({ heartbeatMs: 60_000 })
   t.teardown(() => app.close())
-  const writes = countSocketWrites(app.server)
+  const writes = watchSocketWrites(app.server)
   const conns = [await connect(port), await connect(port), await connect(port)]
   await waitFor('3 streams and their retry: frames', () => app.sse.size === 3 && conns.every((c) => c.retries.length === 1))
   await turn()
-  const before = conns.map(writes)
+  const before = conns.map(writes.count)
   // Each broadcast in its own callback, as 50 notify requests parsed in one poll phase: Node runs
   // process.nextTick and microtasks between them, so only a flush after the phase joins them.
   const delivered: number[] = []
   for (let n = 0; n < 50; n++) setImmediate(() => delivered.push(app.sse.broadcast({ n })))
   await waitFor('50 events on every stream', () => conns.every((c) => c.events.length === 50))
   t.same(delivered, Array(50).fill(3), 'each broadcast was queued for all 3 streams')
-  t.same(conns.map((c, i) => writes(c) - before[i]), [1, 1, 1], 'one socket write per stream for the whole burst')
+  t.same(conns.map((c, i) => writes.count(c) - before[i]), [1, 1, 1], 'one socket write per stream for the whole burst')
+  t.equal(new Set(conns.map(writes.last)).size, 1, 'the three streams were handed one shared Buffer, not a copy each')
   for (const c of conns) t.same(numbers(c), Array.from({ length: 50 }, (_, n) => n), 'every event once, in order')
+  for (const c of conns) c.destroy()
+})
+
+t.test('streams with different topics each get their own events of a burst, once and in order', async (t) => {
+  const { app, port } = await startApp({ heartbeatMs: 60_000 })
+  t.teardown(() => app.close())
+  // Flushed in this order, so a stream's frames are compared with a different stream's just before.
+  const conns = [await connect(port, '/api/events?topics=a'), await connect(port, '/api/events?topics=b'), await connect(port), await connect(port, '/api/events?topics=a')]
+  await waitFor('4 streams', () => app.sse.size === 4 && conns.every((c) => c.retries.length === 1))
+  // As many events for a as for b: a join is reused only for the very same frames, not the same count.
+  for (let n = 0; n < 30; n++) setImmediate(() => app.sse.broadcast({ n }, { topic: n % 2 === 0 ? 'a' : 'b' }))
+  const all = Array.from({ length: 30 }, (_, n) => n)
+  const expected = [all.filter((n) => n % 2 === 0), all.filter((n) => n % 2 === 1), all, all.filter((n) => n % 2 === 0)]
+  await waitFor('every stream its events', () => conns.every((c, i) => c.events.length === expected[i].length))
+  t.same(conns.map(numbers), expected)
+  // Then a burst after which a's and b's streams differ in the last frame only.
+  for (let n = 30; n < 35; n++) setImmediate(() => app.sse.broadcast({ n }))
+  setImmediate(() => app.sse.broadcast({ n: 35 }, { topic: 'a' }))
+  setImmediate(() => app.sse.broadcast({ n: 36 }, { topic: 'b' }))
+  const tail = [[30, 31, 32, 33, 34, 35], [30, 31, 32, 33, 34, 36], [30, 31, 32, 33, 34, 35, 36], [30, 31, 32, 33, 34, 35]]
+  await waitFor('the second burst', () => conns.every((c, i) => c.events.length === expected[i].length + tail[i].length))
+  t.same(conns.map((c, i) => numbers(c).slice(expected[i].length)), tail)
   for (const c of conns) c.destroy()
 })
 
 t.test('a lone event is written to the socket in the turn it was broadcast in', async (t) => {
   const { app, port } = await startApp({ heartbeatMs: 60_000 })
   t.teardown(() => app.close())
-  const writes = countSocketWrites(app.server)
+  const writes = watchSocketWrites(app.server)
   const conn = await connect(port)
   await waitFor('the stream and its retry: frame', () => app.sse.size === 1 && conn.retries.length === 1)
   await turn()
-  const before = writes(conn)
+  const before = writes.count(conn)
   // From a timer, like a heartbeat or a scheduled notification; the marker is queued after the
   // broadcast, so it runs at the end of the same turn — a flush on a timer would come after it.
   const writesAtMarker = await new Promise<number>((resolve) => setTimeout(() => {
     app.sse.broadcast({ n: 1 })
-    setImmediate(() => resolve(writes(conn)))
+    setImmediate(() => resolve(writes.count(conn)))
   }, 1))
   t.equal(writesAtMarker - before, 1, 'the socket had its write before the turn ended')
   await waitFor('the event', () => conn.events.length === 1)
