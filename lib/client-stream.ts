@@ -85,7 +85,7 @@ export class ClientStream implements SseClientInfo, Flushable {
   /** Hands this turn's frames to the response in one write (TurnFlush calls it at the turn's end). */
   flush (): void {
     const frames = this.takePending()
-    if (frames === undefined || this.finished) return
+    if (frames === undefined) return
     this.queuedBytes += frames.length
     this.res.write(frames)
   }
@@ -130,13 +130,14 @@ export class ClientStream implements SseClientInfo, Flushable {
   /** Server-side end: counted under `reason`, then the stream ends and the server closes the socket. */
   end (reason: CloseReason): void {
     if (this.finished) return
-    const last = this.takePending()
-    this.finish(reason)
     if (reason === 'dropped' || reason === 'deadSwept') {
+      this.finish(reason)
       // Its queued bytes would only delay the close of a client we are giving up on.
       this.res.destroy()
     } else {
       // What this turn queued goes out with the end, before the server's FIN.
+      const last = this.takePending()
+      this.finish(reason)
       endAndClose(this.res, last)
     }
   }
@@ -144,6 +145,9 @@ export class ClientStream implements SseClientInfo, Flushable {
   private finish (reason: CloseReason): void {
     if (this.finished) return
     this.finished = true
+    // A stream that is over sends nothing more: what it had queued is let go.
+    this.pending.length = 0
+    this.pendingBytes = 0
     clearTimeout(this.expiryTimer)
     this.onFinish(this, reason)
   }
