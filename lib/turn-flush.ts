@@ -15,7 +15,8 @@ export interface Flushable {
  * a burst broadcast from one synchronous loop was one write per stream even before). The check
  * phase runs once after the whole poll phase, so it catches the burst either way. It is not a
  * timer: a lone event is still written in the turn it was broadcast in, before the loop can wait
- * for I/O again (poll does not block while an immediate is pending).
+ * for I/O again (poll does not block while an immediate is pending). One broadcast from a
+ * setImmediate callback itself is written in the next check phase, one non-blocking iteration on.
  */
 export class TurnFlush {
   private marked: Flushable[] = []
