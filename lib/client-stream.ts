@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from './close-first'
 import type { SseClientInfo } from './options'
 import type { ActivityKind } from './activity-log'
+import type { Flushable, TurnFlush } from './turn-flush'
 
 export type CloseReason = Exclude<ActivityKind, 'accepted' | 'rejected' | 'tarpitted'>
 
@@ -19,15 +20,19 @@ export const STREAM_HEADERS = Object.freeze({
 
 /**
  * One client's connection. Writes never wait: a client whose unsent bytes would pass its budget
- * is dropped, and one that stays backpressured across heartbeats is swept as dead.
+ * is dropped, and one that stays backpressured across heartbeats is swept as dead. The frames it
+ * is sent within one turn of the event loop go to its socket as one write (see TurnFlush).
  */
-export class ClientStream implements SseClientInfo {
+export class ClientStream implements SseClientInfo, Flushable {
   readonly connectedAt = Date.now()
   expiresAt: number | null = null
   private finished = false
   private stalledBeats = 0
   /** Bytes handed to the response so far; minus its writableLength, what the socket has taken. */
   private queuedBytes = 0
+  /** Frames queued this turn, not yet handed to the response, and their bytes. */
+  private readonly pending: Buffer[] = []
+  private pendingBytes = 0
   private flushedAtLastBeat = 0
   private expiryTimer: NodeJS.Timeout | undefined
 
@@ -40,7 +45,8 @@ export class ClientStream implements SseClientInfo {
     readonly topics: ReadonlySet<string> | null,
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
-    private readonly onFinish: (client: ClientStream, reason: CloseReason) => void
+    private readonly onFinish: (client: ClientStream, reason: CloseReason) => void,
+    private readonly turn: TurnFlush
   ) {}
 
   /** Sends the stream headers and first frame, and arms the expiry timer (lifetimeMs null: none). */
@@ -59,16 +65,42 @@ export class ClientStream implements SseClientInfo {
     return topic === undefined || this.topics === null || this.topics.has(topic)
   }
 
-  /** Queues one encoded frame; false when the client is gone or was dropped for exceeding its budget. */
+  /**
+   * Queues one encoded frame for this turn's write; false when the client is gone or was dropped
+   * because its unsent bytes (queued this turn + not yet taken by the socket) would pass its budget.
+   */
   write (frame: Buffer): boolean {
     if (this.finished) return false
-    if (this.res.writableLength + frame.length > this.limits.maxBufferedBytes) {
+    if (this.pendingBytes + this.res.writableLength + frame.length > this.limits.maxBufferedBytes) {
       this.end('dropped')
       return false
     }
-    this.queuedBytes += frame.length
-    this.res.write(frame)
+    if (this.pending.length === 0) this.turn.mark(this)
+    this.pending.push(frame)
+    this.pendingBytes += frame.length
     return true
+  }
+
+  /** Hands this turn's frames to the response in one write (TurnFlush calls it at the turn's end). */
+  flush (): void {
+    const frames = this.takePending()
+    if (frames === undefined) return
+    this.queuedBytes += frames.length
+    this.res.write(frames)
+  }
+
+  /**
+   * This turn's frames as one Buffer (undefined: none). One Buffer and one write was cheaper than
+   * a write per frame under cork/uncork (one writev) in a micro-measure on loopback: per stream and
+   * burst, 10 frames 9.3 µs vs 10.3 µs, 50 frames 11.6 µs vs 18.9 µs.
+   */
+  private takePending (): Buffer | undefined {
+    const { pending } = this
+    if (pending.length === 0) return undefined
+    const frames = this.turn.join(pending, this.pendingBytes)
+    pending.length = 0
+    this.pendingBytes = 0
+    return frames
   }
 
   /**
@@ -97,18 +129,24 @@ export class ClientStream implements SseClientInfo {
   /** Server-side end: counted under `reason`, then the stream ends and the server closes the socket. */
   end (reason: CloseReason): void {
     if (this.finished) return
-    this.finish(reason)
     if (reason === 'dropped' || reason === 'deadSwept') {
+      this.finish(reason)
       // Its queued bytes would only delay the close of a client we are giving up on.
       this.res.destroy()
     } else {
-      endAndClose(this.res)
+      // What this turn queued goes out with the end, before the server's FIN.
+      const last = this.takePending()
+      this.finish(reason)
+      endAndClose(this.res, last)
     }
   }
 
   private finish (reason: CloseReason): void {
     if (this.finished) return
     this.finished = true
+    // A stream that is over sends nothing more: what it had queued is let go.
+    this.pending.length = 0
+    this.pendingBytes = 0
     clearTimeout(this.expiryTimer)
     this.onFinish(this, reason)
   }

@@ -10,6 +10,7 @@ import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import { SseRegistry } from './registry'
 import { readSubscription, SubscriptionError, type Subscription } from './subscription'
+import { TurnFlush } from './turn-flush'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -23,6 +24,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
   const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity)
   const admission = new Admission(fastify, registry, activity, options)
+  // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
+  const turn = new TurnFlush()
   fastify.decorate('sse', registry)
 
   // HEAD (which Fastify would otherwise derive from GET) gets the stream's headers and the close at
@@ -48,7 +51,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
         return
       }
       reply.hijack()
-      const client = new ClientStream(randomUUID(), request.ip, key, subscription.topics, reply.raw, options, registry.remove)
+      const client = new ClientStream(randomUUID(), request.ip, key, subscription.topics, reply.raw, options, registry.remove, turn)
       const lifetimeMs = options.maxAgeMs > 0
         ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
         : null

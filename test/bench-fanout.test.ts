@@ -13,7 +13,7 @@ import { STREAM_PATH } from '../benchmarks/fanout/contenders/contender'
 import { areaOf, shortUrl } from '../benchmarks/fanout/cpu-profile'
 import { benchEvent, EVENT_FRAME_BYTES, STAMP_MARKER } from '../benchmarks/fanout/payload'
 import { FULL_PLAN, parseArgs, QUICK_PLAN, type FanoutPlan } from '../benchmarks/fanout/plan'
-import { RATIO_FIELDS, writeFanoutReport } from '../benchmarks/fanout/report'
+import { isBurstRow, RATIO_FIELDS, writeFanoutReport, type FanoutRow } from '../benchmarks/fanout/report'
 import { combineRounds, median } from '../benchmarks/fanout/rounds'
 import { runFanout } from '../benchmarks/fanout/run'
 import { StampScanner } from '../benchmarks/fanout/stamp-scanner'
@@ -102,8 +102,12 @@ t.test('every contender serves real SSE events that eventsource-parser reads', a
 t.test('the command line picks the plan and names what it refuses', async (t) => {
   t.same(parseArgs([]).plan, FULL_PLAN)
   t.same(parseArgs(['--quick']).plan, QUICK_PLAN)
-  const custom = parseArgs(['--quick', '--profile', '--rounds=2', '--clients=5,50', '--contenders=raw,tower-sse', '--out=/tmp/x'])
+  const custom = parseArgs(['--quick', '--profile', '--rounds=2', '--clients=5,50', '--contenders=raw,tower-sse', '--bursts=1,5', '--burst-from=loop', '--out=/tmp/x'])
   t.equal(custom.plan.rounds, 2)
+  t.same(custom.plan.burst, { ...QUICK_PLAN.burst, sizes: [1, 5], from: 'loop' })
+  t.same(QUICK_PLAN.burst.sizes, [1, 10, 50], 'the quick plan is not changed by a run that filters it')
+  t.throws(() => parseArgs(['--burst-from=timer']), /malformed argument "--burst-from=timer"/)
+  t.throws(() => parseArgs(['--bursts=0']), /--bursts must be a comma-separated list of positive integers, got "0"/)
   t.throws(() => parseArgs(['--rounds=0']), /malformed argument "--rounds=0"/)
   t.same(custom.plan.clients, [5, 50])
   t.same(custom.plan.contenders, ['raw', 'tower-sse'])
@@ -163,13 +167,23 @@ t.test('the whole run, tiny: two contenders, two client processes, report and pr
     warmupDeliveries: 24,
     steady: { deliveriesPerSec: 600, events: 3 },
     fast: { maxEvents: 5, maxMs: 2000 },
+    burst: { sizes: [1, 4], maxEvents: 8, maxMs: 2000, from: 'callbacks' },
     profile: true
   }
   const dir = t.testdir()
   const lines: string[] = []
   const results = await runFanout(plan, (line) => lines.push(line), dir)
-  t.equal(results.rows.length, 2)
-  for (const row of results.rows) {
+  const steady = results.rows.filter((row): row is FanoutRow => !isBurstRow(row))
+  const bursts = results.rows.filter(isBurstRow)
+  t.equal(steady.length, 2)
+  t.same(bursts.map((b) => `${b.contender} ${b.burst}`), ['raw 1', 'raw 4', 'tower-sse 1', 'tower-sse 4'], 'one burst row per contender and burst size')
+  for (const row of bursts) {
+    t.equal(row.deliveredPct, 100, `${row.contender} bursts of ${row.burst}: every event reached every stream`)
+    t.equal(row.events, 8, 'whole bursts up to maxEvents')
+    t.ok(row.deliveriesPerSec > 0 && row.p99Ms > 0 && row.serverCpuUsPerDelivery > 0, `${row.contender} bursts of ${row.burst} measured`)
+    if (row.contender === 'raw') t.equal(row.ratios.deliveriesPerSec, 1, 'raw is its own baseline per burst size')
+  }
+  for (const row of steady) {
     t.equal(row.clients, 12)
     t.equal(row.clientProcesses, 2)
     t.equal(row.deliveredPct, 100, `${row.contender}: every event reached every stream`)
@@ -179,7 +193,7 @@ t.test('the whole run, tiny: two contenders, two client processes, report and pr
     }
     t.ok(Number.isFinite(row.rssPerClientKB) && Number.isFinite(row.heapPerClientKB), 'memory per stream read')
   }
-  const raw = results.rows.find((r) => r.contender === 'raw')
+  const raw = steady.find((r) => r.contender === 'raw')
   for (const field of RATIO_FIELDS) t.equal(raw?.ratios[field], raw?.[field] === 0 ? null : 1, `raw is its own baseline for ${field}`)
   t.ok(lines.some((l) => l.startsWith('top frames by self time')), 'the profile was summarised')
   t.ok(existsSync(path.join(dir, 'fanout-tower-sse-12.cpuprofile')), 'the profile was written where asked')
@@ -189,8 +203,11 @@ t.test('the whole run, tiny: two contenders, two client processes, report and pr
   t.match(markdown, /\(×\d+\.\d\d\)/, 'figures carry their ratio to raw')
   const json = JSON.parse(readFileSync(path.join(dir, 'fanout.json'), 'utf8'))
   t.same(Object.keys(json.rows[0]).filter((k) => ['contender', 'clients', 'broadcastMs', 'p50Ms', 'p99Ms', 'eventsPerSec', 'rssPerClientKB', 'heapPerClientKB'].includes(k)).length, 8)
+  t.notOk('burst' in json.rows[0], 'a steady row has no burst')
+  t.match(json.rows[2], { contender: 'raw', clients: 12, burst: 1, deliveriesPerSec: Number }, 'a burst row')
+  t.match(markdown, /\| tower-sse \| 12 \| 4 \| [\d,]+ \(×\d+\.\d\d\) \|/, 'the burst table')
   t.equal(readFileSync(path.join(dir, 'fanout.md'), 'utf8'), markdown)
-  t.match(readFileSync(path.join(dir, 'fanout.svg'), 'utf8'), /^<svg[^>]*>[\s\S]*p99[\s\S]*tower-sse/)
+  t.match(readFileSync(path.join(dir, 'fanout.svg'), 'utf8'), /^<svg[^>]*>[\s\S]*p99[\s\S]*tower-sse[\s\S]*events per burst/)
 
   const rendered = spawnSync(process.execPath, [...process.execArgv, path.join(__dirname, '../benchmarks/fanout/run.ts'), '--render', `--out=${dir}`], { encoding: 'utf8' })
   t.equal(rendered.status, 0, 'the table and chart can be redrawn from the JSON alone')

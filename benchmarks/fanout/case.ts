@@ -8,7 +8,7 @@ import { STREAM_PATH } from './contenders/contender'
 import { nowUs } from './payload'
 import { steadyRate, type FanoutPlan } from './plan'
 import { median } from './rounds'
-import type { CpuReading, FastReply, MemoryReply, StartReply, SteadyReply } from './server'
+import type { BurstReply, CpuReading, FastReply, MemoryReply, StartReply, SteadyReply } from './server'
 
 /** What one contender did with one stream count: the figures of one results row. */
 export interface CaseResult {
@@ -42,6 +42,31 @@ export interface CaseResult {
   heapPerClientKB: number
   /** Share of the expected deliveries (events × streams, both phases) that arrived. */
   deliveredPct: number
+}
+
+/** One burst size for one contender and stream count: a burst row of the results. */
+export interface BurstResult {
+  contender: ContenderName
+  clients: number
+  /** Events per burst. */
+  burst: number
+  /** Events sent in the phase (whole bursts). */
+  events: number
+  /** Deliveries (events × streams) per second, first send to last arrival. */
+  deliveriesPerSec: number
+  /** Latency of every delivery of the phase: stamp in the payload to arrival at the client. */
+  p50Ms: number
+  p99Ms: number
+  /** Server CPU per delivery over the phase. */
+  serverCpuUsPerDelivery: number
+  /** Share of the phase's deliveries that arrived. */
+  deliveredPct: number
+}
+
+/** Everything measured in one case: the steady/back-to-back row and one row per burst size. */
+export interface MeasuredCase {
+  steady: CaseResult
+  bursts: BurstResult[]
 }
 
 const REQUEST_MS = 30_000
@@ -122,15 +147,34 @@ async function admit (
   return connectMs
 }
 
+function burstResult (contender: ContenderName, clients: number, size: number, firstSendUs: number, measured: Phase): BurstResult {
+  const latency = latencyOf(measured.delivered)
+  const deliveries = received(measured.delivered)
+  const lastArrivalUs = Math.max(...measured.delivered.map((r) => r.lastArrivalUs))
+  const seconds = (lastArrivalUs - firstSendUs) / 1e6
+  return {
+    contender,
+    clients,
+    burst: size,
+    events: measured.sent,
+    deliveriesPerSec: seconds > 0 ? Math.round(deliveries / seconds) : 0,
+    p50Ms: round(latency.quantile(0.5) / 1000, 3),
+    p99Ms: round(latency.quantile(0.99) / 1000, 3),
+    serverCpuUsPerDelivery: round(measured.cpuUs / Math.max(1, deliveries)),
+    deliveredPct: round(deliveries / (measured.sent * clients) * 100, 3)
+  }
+}
+
 /**
  * One contender with `clients` streams, in fresh processes: start the server, admit the
- * streams, read idle memory, broadcast at a steady rate, then back to back; the server is
- * stopped first so it, not the clients, closes the sockets.
+ * streams, read idle memory, broadcast at a steady rate, then back to back, then in bursts of
+ * each size; the server is stopped first so it, not the clients, closes the sockets. A profile,
+ * if asked for, covers the bursts of the largest size.
  */
 export async function measureCase (
   plan: FanoutPlan, contender: ContenderName, clients: number,
   log: (line: string) => void, profileFile: string | null = null
-): Promise<CaseResult> {
+): Promise<MeasuredCase> {
   const server = new IpcClient(
     spawnSibling(__filename, 'server', { nodeFlags: ['--expose-gc'], raiseFileLimit: true }), `${contender} server`
   )
@@ -166,23 +210,40 @@ export async function measureCase (
     const steadyLatency = latencyOf(steady.delivered)
     log(`${contender} ×${clients}: steady p99 ${(steadyLatency.quantile(0.99) / 1000).toFixed(2)} ms`)
 
-    if (profileFile !== null) await server.request({ type: 'profileStart' }, REQUEST_MS)
     let firstSendUs = 0
     const fast = await phase(server, holders, plan, async () => {
       const reply = await server.request<FastReply>({ type: 'fast', ...plan.fast }, plan.fast.maxMs + REQUEST_MS)
       firstSendUs = reply.firstSendUs
       return reply.sent
     })
-    if (profileFile !== null) await server.request({ type: 'profileStop', file: profileFile }, REQUEST_MS)
     const fastLatency = latencyOf(fast.delivered)
     const lastArrivalUs = Math.max(...fast.delivered.map((r) => r.lastArrivalUs))
     const fastSeconds = (lastArrivalUs - firstSendUs) / 1e6
     const eventsPerSec = fastSeconds > 0 ? received(fast.delivered) / clients / fastSeconds : 0
     log(`${contender} ×${clients}: ${fast.sent} back-to-back events at ${eventsPerSec.toFixed(0)}/s`)
 
+    const bursts: BurstResult[] = []
+    const largest = Math.max(...plan.burst.sizes)
+    for (const size of plan.burst.sizes) {
+      const profiled = profileFile !== null && size === largest
+      if (profiled) await server.request({ type: 'profileStart' }, REQUEST_MS)
+      let burstFirstSendUs = 0
+      const phaseResult = await phase(server, holders, plan, async () => {
+        const reply = await server.request<BurstReply>(
+          { type: 'burst', size, from: plan.burst.from, maxEvents: plan.burst.maxEvents, maxMs: plan.burst.maxMs },
+          plan.burst.maxMs + REQUEST_MS
+        )
+        burstFirstSendUs = reply.firstSendUs
+        return reply.sent
+      })
+      if (profiled) await server.request({ type: 'profileStop', file: profileFile }, REQUEST_MS)
+      bursts.push(burstResult(contender, clients, size, burstFirstSendUs, phaseResult))
+      log(`${contender} ×${clients}: bursts of ${size}: ${bursts[bursts.length - 1].deliveriesPerSec.toFixed(0)} deliveries/s`)
+    }
+
     const expected = (steady.sent + fast.sent) * clients
     const steadyDeliveries = Math.max(1, received(steady.delivered))
-    return {
+    const steadyRow: CaseResult = {
       contender,
       clients,
       clientProcesses: holders.length,
@@ -204,6 +265,7 @@ export async function measureCase (
       heapPerClientKB: round((loaded.heapUsed - idle.heapUsed) / clients / 1024),
       deliveredPct: round((received(steady.delivered) + received(fast.delivered)) / expected * 100, 3)
     }
+    return { steady: steadyRow, bursts }
   } finally {
     await server.exit()
     await Promise.all(holders.map((holder) => holder.exit()))

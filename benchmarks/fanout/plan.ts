@@ -1,5 +1,8 @@
 import { CONTENDER_NAMES, isContenderName, type ContenderName } from './contenders'
 
+export const BURST_SOURCES = ['callbacks', 'loop'] as const
+export type BurstSource = typeof BURST_SOURCES[number]
+
 /** Everything one run does; every load loop below is bounded by these counts and times. */
 export interface FanoutPlan {
   name: 'full' | 'quick'
@@ -23,6 +26,13 @@ export interface FanoutPlan {
   steady: { deliveriesPerSec: number, events: number }
   /** Back-to-back broadcasts: stops at `maxEvents` or after `maxMs` of sending. */
   fast: { maxEvents: number, maxMs: number }
+  /**
+   * Bursts of each size, back to back (the next burst in the turn after the last one's writes):
+   * whole bursts until `maxEvents` or `maxMs` of sending, at least one. `from: 'callbacks'`: each
+   * event of a burst broadcast from its own callback in one loop phase, as notify requests parsed
+   * in one poll phase are; `'loop'`: all from one synchronous loop.
+   */
+  burst: { sizes: number[], maxEvents: number, maxMs: number, from: BurstSource }
   /** Longest wait for every stream to receive a phase's events after sending ends. */
   deliveryTimeoutMs: number
   /** Capture a CPU profile of tower-sse's fast phase at the largest stream count. */
@@ -40,6 +50,7 @@ export const FULL_PLAN: Readonly<FanoutPlan> = Object.freeze({
   warmupDeliveries: 100_000,
   steady: { deliveriesPerSec: 20_000, events: 30 },
   fast: { maxEvents: 500, maxMs: 4000 },
+  burst: { sizes: [1, 10, 50], maxEvents: 500, maxMs: 4000, from: 'callbacks' as const },
   deliveryTimeoutMs: 30_000,
   profile: false
 })
@@ -53,6 +64,7 @@ export const QUICK_PLAN: Readonly<FanoutPlan> = Object.freeze({
   warmupDeliveries: 20_000,
   steady: { deliveriesPerSec: 20_000, events: 20 },
   fast: { maxEvents: 100, maxMs: 1500 },
+  burst: { sizes: [1, 10, 50], maxEvents: 100, maxMs: 1500, from: 'callbacks' as const },
   deliveryTimeoutMs: 10_000
 })
 
@@ -69,7 +81,7 @@ export interface RunArgs {
   render: boolean
 }
 
-const USAGE = 'usage: run [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--out=DIR] | run --render [--out=DIR]'
+const USAGE = 'usage: run [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--bursts=1,10,50] [--burst-from=callbacks|loop] [--out=DIR] | run --render [--out=DIR]'
 
 function positiveIntegers (flag: string, text: string): number[] {
   const values = text.split(',').map((part) => Number(part))
@@ -92,7 +104,7 @@ function contenderList (text: string): ContenderName[] {
 /** Reads the command line; an unknown or malformed flag is an error that names it. */
 export function parseArgs (argv: string[]): RunArgs {
   const base = argv.includes('--quick') ? QUICK_PLAN : FULL_PLAN
-  const plan: FanoutPlan = { ...base, contenders: [...base.contenders], clients: [...base.clients] }
+  const plan: FanoutPlan = { ...base, contenders: [...base.contenders], clients: [...base.clients], burst: { ...base.burst, sizes: [...base.burst.sizes] } }
   let outDir: string | null = null
   let render = false
   for (const arg of argv) {
@@ -103,6 +115,8 @@ export function parseArgs (argv: string[]): RunArgs {
     else if (flag === '--clients' && value !== undefined) plan.clients = positiveIntegers(flag, value)
     else if (flag === '--rounds' && value !== undefined && /^\d+$/.test(value) && Number(value) >= 1) plan.rounds = Number(value)
     else if (flag === '--contenders' && value !== undefined) plan.contenders = contenderList(value)
+    else if (flag === '--bursts' && value !== undefined) plan.burst.sizes = positiveIntegers(flag, value)
+    else if (flag === '--burst-from' && value !== undefined && (BURST_SOURCES as readonly string[]).includes(value)) plan.burst.from = value as BurstSource
     else if (flag === '--out' && value !== undefined && value !== '') outDir = value
     else throw new Error(`unknown or malformed argument "${arg}"\n${USAGE}`)
   }

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { markdownTable } from '../lib/markdown-table'
 import { repoRoot } from '../lib/repo-root'
 import { vegaLiteSvg } from '../lib/vega-svg'
-import type { CaseResult } from './case'
+import type { BurstResult, CaseResult } from './case'
 import { BASELINE, type ContenderName } from './contenders'
 import { steadyRate, type FanoutPlan } from './plan'
 
@@ -20,12 +20,34 @@ export interface FanoutRow extends CaseResult {
   ratios: Record<RatioField, number | null>
 }
 
+/** Burst figures that also get a ratio to raw with the same stream count and burst size. */
+export const BURST_RATIO_FIELDS = ['deliveriesPerSec', 'p99Ms', 'serverCpuUsPerDelivery'] as const
+type BurstRatioField = typeof BURST_RATIO_FIELDS[number]
+
+export interface BurstRow extends BurstResult {
+  ratios: Record<BurstRatioField, number | null>
+}
+
 export interface FanoutResults {
   benchmark: 'fanout'
   finishedAt: string
   environment: { node: string, platform: string, cpu: string, cores: number, versions: Record<string, string> }
   plan: FanoutPlan
-  rows: FanoutRow[]
+  /** The steady and back-to-back rows (no `burst`), then one row per burst size (with `burst`). */
+  rows: Array<FanoutRow | BurstRow>
+}
+
+export function isBurstRow (row: FanoutRow | BurstRow): row is BurstRow {
+  return 'burst' in row
+}
+
+/** value ÷ the baseline's; null where there is no baseline or it is 0. */
+function ratiosTo<F extends string> (row: Record<F, number>, base: Record<F, number> | undefined, fields: readonly F[]): Record<F, number | null> {
+  const ratios = {} as Record<F, number | null>
+  for (const field of fields) {
+    ratios[field] = base === undefined || base[field] === 0 ? null : Number((row[field] / base[field]).toFixed(2))
+  }
+  return ratios
 }
 
 const PACKAGES: Record<ContenderName, string | null> = {
@@ -42,7 +64,7 @@ function packageVersion (root: string, name: string | null): string {
 }
 
 /** Adds the ratios to raw and the run's environment (versions of every contender and of fastify). */
-export function fanoutResults (plan: FanoutPlan, cases: CaseResult[], finishedAt = new Date()): FanoutResults {
+export function fanoutResults (plan: FanoutPlan, cases: CaseResult[], bursts: BurstResult[], finishedAt = new Date()): FanoutResults {
   const root = repoRoot(__dirname)
   const versions: Record<string, string> = { fastify: packageVersion(root, 'fastify') }
   for (const contender of plan.contenders) {
@@ -50,11 +72,11 @@ export function fanoutResults (plan: FanoutPlan, cases: CaseResult[], finishedAt
   }
   const rows = cases.map((row): FanoutRow => {
     const base = cases.find((c) => c.contender === BASELINE && c.clients === row.clients)
-    const ratios = {} as Record<RatioField, number | null>
-    for (const field of RATIO_FIELDS) {
-      ratios[field] = base === undefined || base[field] === 0 ? null : Number((row[field] / base[field]).toFixed(2))
-    }
-    return { ...row, ratios }
+    return { ...row, ratios: ratiosTo(row, base, RATIO_FIELDS) }
+  })
+  const burstRows = bursts.map((row): BurstRow => {
+    const base = bursts.find((b) => b.contender === BASELINE && b.clients === row.clients && b.burst === row.burst)
+    return { ...row, ratios: ratiosTo(row, base, BURST_RATIO_FIELDS) }
   })
   return {
     benchmark: 'fanout',
@@ -67,14 +89,51 @@ export function fanoutResults (plan: FanoutPlan, cases: CaseResult[], finishedAt
       versions
     },
     plan,
-    rows
+    rows: [...rows, ...burstRows]
   }
 }
 
-function figure (row: FanoutRow, field: RatioField, digits: number): string {
+function figure<F extends string> (row: { contender: string, ratios: Record<F, number | null> } & Record<F, number>, field: F, digits: number): string {
   const value = row[field].toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
   const ratio = row.ratios[field]
   return ratio === null || row.contender === BASELINE ? value : `${value} (×${ratio.toFixed(2)})`
+}
+
+const steadyRows = (results: FanoutResults): FanoutRow[] =>
+  results.rows.filter((row): row is FanoutRow => !isBurstRow(row)).sort((a, b) => a.clients - b.clients)
+const burstRows = (results: FanoutResults): BurstRow[] =>
+  results.rows.filter(isBurstRow).sort((a, b) => a.clients - b.clients || a.burst - b.burst)
+
+/** The burst table and how it was measured; nothing for results from before the burst phase. */
+function burstMarkdown (results: FanoutResults): string[] {
+  const rows = burstRows(results)
+  if (rows.length === 0) return []
+  const { burst } = results.plan
+  const table = markdownTable(
+    ['contender', 'streams', 'burst', 'deliveries/s', 'p50 ms', 'p99 ms', 'server µs/delivery', 'delivered'],
+    rows.map((row) => [
+      row.contender,
+      row.clients.toLocaleString('en-US'),
+      String(row.burst),
+      figure(row, 'deliveriesPerSec', 0),
+      row.p50Ms.toFixed(2),
+      figure(row, 'p99Ms', 2),
+      figure(row, 'serverCpuUsPerDelivery', 2),
+      `${row.deliveredPct}%`
+    ]),
+    ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right']
+  )
+  const source = burst.from === 'callbacks'
+    ? 'each event of a burst broadcast from its own `setImmediate` callback, all in one loop phase — the shape of that many notify requests parsed in one poll phase, with `process.nextTick` and microtasks run between them'
+    : 'each burst broadcast from one synchronous loop'
+  return [
+    `#### Bursts: ${burst.sizes.join(', ')} events back to back`,
+    '',
+    table,
+    `- **Bursts**: ${source}; the next burst starts in the turn after the last one's writes, until ${burst.maxEvents} events or ${burst.maxMs / 1000} s of sending (at least one burst).`,
+    '- **deliveries/s**: events × streams that arrived, per second from the first send to the last arrival; **p50 / p99 ms**: stamp → arrival over every delivery of the phase; **server µs/delivery**: server CPU over the phase per delivery.',
+    ''
+  ]
 }
 
 /** `min–max` of some figures, one decimal. */
@@ -85,8 +144,8 @@ function span (values: number[]): string {
 /** The results table (markdown) with how it was measured, for results/fanout.md and the README. */
 export function fanoutMarkdown (results: FanoutResults): string {
   const { plan, environment: env } = results
-  const rows = [...results.rows]
-    .sort((a, b) => a.clients - b.clients)
+  const steady = steadyRows(results)
+  const rows = steady
     .map((row) => [
       row.contender,
       row.clients.toLocaleString('en-US'),
@@ -105,7 +164,7 @@ export function fanoutMarkdown (results: FanoutResults): string {
     rows,
     ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right']
   )
-  const rates = [...new Set(results.rows.map((r) => r.clients))].sort((a, b) => a - b)
+  const rates = [...new Set(steady.map((r) => r.clients))]
     .map((clients) => `${steadyRate(plan, clients).toLocaleString('en-US', { maximumFractionDigits: 2 })} events/s with ${clients.toLocaleString('en-US')} streams`)
     .join(', ')
   const versions = Object.entries(env.versions).map(([name, version]) => `${name} ${version}`).join(', ')
@@ -127,30 +186,55 @@ export function fanoutMarkdown (results: FanoutResults): string {
     `- Streams held by client processes of up to ${plan.streamsPerProcess.toLocaleString('en-US')} raw sockets each, ${plan.connectConcurrency} connects in flight per process, ` +
       'each from its own loopback address; no heartbeat or max age on any contender.',
     `- Server and client processes share the host's ${env.cores} cores: latency includes the client processes' turn on a core. ` +
-      `They only scan for the stamp: ${span(results.rows.map((r) => r.clientCpuUsPerDelivery))} µs of CPU per delivery, ` +
-      `against the servers' ${span(results.rows.map((r) => r.serverCpuUsPerDelivery))} µs; broadcast ms and CPU are read inside the server.`,
+      `They only scan for the stamp: ${span(steady.map((r) => r.clientCpuUsPerDelivery))} µs of CPU per delivery, ` +
+      `against the servers' ${span(steady.map((r) => r.serverCpuUsPerDelivery))} µs; broadcast ms and CPU are read inside the server.`,
     `- ${env.platform}, ${env.cpu} × ${env.cores}, Node ${env.node}; ${versions}.`,
-    ''
+    '',
+    ...burstMarkdown(results)
   ].join('\n')
 }
 
-/** p99 latency by stream count, one line per contender (vega-lite, rendered to SVG). */
+/**
+ * p99 latency by stream count, one line per contender; below it, when the run has bursts,
+ * deliveries/s by burst size at each stream count (vega-lite, rendered to SVG).
+ */
 export function fanoutChart (results: FanoutResults): Promise<string> {
   const streams = (clients: number): string => clients.toLocaleString('en-US')
-  const rows = [...results.rows].sort((a, b) => a.clients - b.clients)
-  return vegaLiteSvg({
-    $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
-    background: 'white',
+  const rows = steadyRows(results)
+  const bursts = burstRows(results)
+  const color = { field: 'contender', type: 'nominal', sort: results.plan.contenders, title: 'contender' } as const
+  const streamOrder = [...new Set([...rows, ...bursts].map((r) => streams(r.clients)))]
+  const latency = {
     title: `p99 delivery latency at ${results.plan.steady.deliveriesPerSec.toLocaleString('en-US')} deliveries/s (lower is better)`,
     width: 420,
     height: 280,
     data: { values: rows.map(({ contender, clients, p99Ms }) => ({ contender, streams: streams(clients), p99Ms })) },
     mark: { type: 'line', point: true },
     encoding: {
-      x: { field: 'streams', type: 'ordinal', sort: [...new Set(rows.map((r) => streams(r.clients)))], axis: { labelAngle: 0 }, title: 'open streams' },
+      x: { field: 'streams', type: 'ordinal', sort: streamOrder, axis: { labelAngle: 0 }, title: 'open streams' },
       y: { field: 'p99Ms', type: 'quantitative', scale: { type: 'log' }, title: 'p99 latency (ms, log scale)' },
-      color: { field: 'contender', type: 'nominal', sort: results.plan.contenders, title: 'contender' }
+      color
     }
+  } as const
+  const burstChart = {
+    title: 'deliveries/s with events in bursts (higher is better)',
+    data: { values: bursts.map(({ contender, clients, burst, deliveriesPerSec }) => ({ contender, streams: streams(clients), burst, deliveriesPerSec })) },
+    facet: { column: { field: 'streams', type: 'ordinal', sort: streamOrder, title: 'open streams' } },
+    spec: {
+      width: 200,
+      height: 240,
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'burst', type: 'ordinal', axis: { labelAngle: 0 }, title: 'events per burst' },
+        y: { field: 'deliveriesPerSec', type: 'quantitative', scale: { type: 'log' }, title: 'deliveries/s (log scale)' },
+        color
+      }
+    }
+  } as const
+  return vegaLiteSvg({
+    $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
+    background: 'white',
+    vconcat: bursts.length === 0 ? [latency] : [latency, burstChart]
   })
 }
 

@@ -1,5 +1,3 @@
-import type { CaseResult } from './case'
-
 export function median (values: number[]): number {
   if (values.length === 0) throw new RangeError('median of no values')
   const sorted = [...values].sort((a, b) => a - b)
@@ -11,14 +9,14 @@ export function median (values: number[]): number {
  * One row from the rounds of the same case: the median of every figure, so one round disturbed
  * by something else on the host does not decide it; delivery keeps its worst round.
  */
-export function combineRounds (rounds: CaseResult[]): CaseResult {
+export function combineRounds<Row extends { deliveredPct: number }> (rounds: Row[]): Row {
   const [first] = rounds
   if (first === undefined) throw new RangeError('no rounds to combine')
   const combined: Record<string, unknown> = { ...first }
   for (const [field, value] of Object.entries(first)) {
     if (typeof value !== 'number' || field === 'clients') continue
-    const values = rounds.map((round) => round[field as keyof CaseResult] as number)
+    const values = rounds.map((round) => round[field as keyof Row] as number)
     combined[field] = field === 'deliveredPct' ? Math.min(...values) : median(values)
   }
-  return combined as unknown as CaseResult
+  return combined as Row
 }

@@ -7,7 +7,7 @@
 import { mkdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { repoRoot } from '../lib/repo-root'
-import { measureCase, type CaseResult } from './case'
+import { measureCase, type MeasuredCase } from './case'
 import { areas, topFrames, type CpuProfile, type FrameTime } from './cpu-profile'
 import { parseArgs, type FanoutPlan } from './plan'
 import { combineRounds } from './rounds'
@@ -26,7 +26,7 @@ function frameLines (title: string, frames: FrameTime[]): string[] {
  * reverse order every other round, so a drift on the host does not favour one contender).
  */
 export async function runFanout (plan: FanoutPlan, log: Log = logToStderr, profileDir?: string): Promise<FanoutResults> {
-  const measured = new Map<string, CaseResult[]>()
+  const measured = new Map<string, MeasuredCase[]>()
   for (let round = 0; round < plan.rounds; round++) {
     if (plan.rounds > 1) log(`round ${round + 1} of ${plan.rounds}`)
     const contenders = round % 2 === 0 ? plan.contenders : [...plan.contenders].reverse()
@@ -40,14 +40,15 @@ export async function runFanout (plan: FanoutPlan, log: Log = logToStderr, profi
       }
     }
   }
-  const cases = plan.clients.flatMap((clients) => plan.contenders.map((contender) =>
-    combineRounds(measured.get(`${contender} ${clients}`) ?? [])))
-  return fanoutResults(plan, cases)
+  const rounds = plan.clients.flatMap((clients) => plan.contenders.map((contender) => measured.get(`${contender} ${clients}`) ?? []))
+  const cases = rounds.map((caseRounds) => combineRounds(caseRounds.map((r) => r.steady)))
+  const bursts = rounds.flatMap((caseRounds) => plan.burst.sizes.map((_, i) => combineRounds(caseRounds.map((r) => r.bursts[i]))))
+  return fanoutResults(plan, cases, bursts)
 }
 
 /**
  * Where the profile of this case goes, or null unless profiling was asked for and this is the
- * profiled case: tower-sse at the largest stream count.
+ * profiled case: tower-sse at the largest stream count (its bursts of the largest size).
  */
 function profileFileFor (plan: FanoutPlan, contender: string, clients: number, profileDir?: string): string | null {
   if (!plan.profile || contender !== 'tower-sse' || clients !== Math.max(...plan.clients)) return null
@@ -58,7 +59,7 @@ function profileFileFor (plan: FanoutPlan, contender: string, clients: number, p
 
 function logProfile (profileFile: string, log: Log): void {
   const profile = JSON.parse(readFileSync(profileFile, 'utf8')) as CpuProfile
-  log(`CPU profile of the back-to-back phase: ${profileFile}`)
+  log(`CPU profile of the largest bursts: ${profileFile}`)
   for (const line of [...frameLines('self time by area:', areas(profile)), ...frameLines('top frames by self time:', topFrames(profile))]) log(line)
 }
 

@@ -11,12 +11,14 @@ import { openFileLimit } from '../lib/spawn-sibling'
 import { CONTENDERS, isContenderName } from './contenders'
 import type { ContenderServer } from './contenders/contender'
 import { benchEvent, nowUs } from './payload'
+import { BURST_SOURCES, type BurstSource } from './plan'
 
 export interface StartReply { port: number, fileLimit: number | null }
 export interface MemoryReply { rss: number, heapUsed: number }
 export interface CpuReading { cpuUs: number, atUs: number }
 export interface SteadyReply { sent: number, broadcastUs: number[] }
 export interface FastReply { sent: number, firstSendUs: number, lastSendUs: number }
+export type BurstReply = FastReply
 
 let server: ContenderServer | undefined
 let profiler: Session | undefined
@@ -44,6 +46,21 @@ async function timedBroadcast (target: ContenderServer, seq: number): Promise<nu
   target.broadcast(event)
   await nextTurn()
   return nowUs() - event.t
+}
+
+/**
+ * One burst of `size` broadcasts. From 'callbacks': each from its own setImmediate callback, all
+ * in one check phase — the shape of `size` notify requests parsed in one poll phase, each handled
+ * in its own callback with process.nextTick and microtasks run in between. From 'loop': one
+ * synchronous loop. Resolves in the turn after the burst, once every write of it was handed on.
+ */
+async function burst (target: ContenderServer, size: number, from: BurstSource, firstSeq: number): Promise<void> {
+  for (let i = 0; i < size; i++) {
+    if (from === 'loop') target.broadcast(benchEvent(firstSeq + i))
+    else setImmediate(() => target.broadcast(benchEvent(firstSeq + i)))
+  }
+  await nextTurn() // behind the burst's own callbacks
+  await nextTurn() // and behind whatever they scheduled for the end of their turn
 }
 
 serveIpc('fanout server', {
@@ -95,6 +112,24 @@ serveIpc('fanout server', {
     const firstSendUs = nowUs()
     let sent = 0
     while (sent < maxEvents && nowUs() < deadlineUs) await timedBroadcast(target, sent++)
+    return { sent, firstSendUs, lastSendUs: nowUs() }
+  },
+
+  /** Whole bursts of `size`, back to back, until `maxEvents` (at least one burst) or `maxMs`. */
+  burst: async (request): Promise<BurstReply> => {
+    const target = running()
+    const size = count(request, 'size')
+    const maxEvents = count(request, 'maxEvents')
+    const from = request.from as BurstSource
+    if (size < 1) throw new Error('"burst" needs size >= 1')
+    if (!BURST_SOURCES.includes(from)) throw new Error(`"burst" needs from as one of ${BURST_SOURCES.join(', ')}, got ${String(from)}`)
+    const deadlineUs = nowUs() + count(request, 'maxMs') * 1000
+    const firstSendUs = nowUs()
+    let sent = 0
+    do {
+      await burst(target, size, from, sent)
+      sent += size
+    } while (sent + size <= maxEvents && nowUs() < deadlineUs)
     return { sent, firstSendUs, lastSendUs: nowUs() }
   },
 
