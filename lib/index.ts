@@ -22,7 +22,17 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
   const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity)
   const admission = new Admission(fastify, registry, activity, options)
+  activity.admissionGauges = () => admission.gauges()
   fastify.decorate('sse', registry)
+  if (options.metrics !== undefined) {
+    // Loaded only here, so an application without the option never loads prom-client.
+    const { registerMetrics } = require('./metrics') as typeof import('./metrics')
+    const unregister = registerMetrics(options.metrics, registry, activity)
+    fastify.addHook('onClose', (_instance, hookDone) => {
+      unregister()
+      hookDone()
+    })
+  }
 
   fastify.route({
     method: 'GET',

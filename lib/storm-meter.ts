@@ -23,10 +23,15 @@ export class StormMeter {
     return this.level > 0 || this.refusalsThisSecond > this.thresholdPerSecond
   }
 
+  /** The widening level at `now` (0: calm). */
+  levelAt (now: number): number {
+    this.roll(now)
+    return this.level
+  }
+
   /** Multiplier for every delay handed out now: 2^level. */
   scale (now: number): number {
-    this.roll(now)
-    return 2 ** this.level
+    return 2 ** this.levelAt(now)
   }
 
   private roll (now: number): void {
