@@ -1,8 +1,15 @@
+import { spawnSync } from 'node:child_process'
+import type { Socket } from 'node:net'
+import path from 'node:path'
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import UnderPressure from '@fastify/under-pressure'
+import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { Registry } from 'prom-client'
+import { ActivityLog } from '../lib/activity-log'
 import towerSse, { type SseStats } from '../lib/index'
+import { registerMetrics, type BusState } from '../lib/metrics'
+import { SseRegistry } from '../lib/registry'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { scrape, type Scrape } from './fixtures/scrape'
@@ -214,4 +221,112 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   await closed
   t.equal(metrics.getSingleMetric('tower_sse_streams'), undefined, 'closing the app takes its metrics out of the registry')
   slow.socket.destroy()
+})
+
+t.test('without the metrics option prom-client is never loaded', async (t) => {
+  const child = spawnSync(process.execPath, [...process.execArgv, path.join(__dirname, 'fixtures', 'prom-client-loaded.ts')], { encoding: 'utf8' })
+  t.equal(child.status, 0, child.stderr)
+  t.same(JSON.parse(child.stdout), {
+    withoutOption: { promClient: false, metricsModule: false },
+    withOption: { promClient: true, metricsModule: true }
+  }, 'registered and broadcasting without the option: neither prom-client nor lib/metrics is in require.cache')
+})
+
+t.test('a metrics option that is not a prom-client Registry is refused at register time, naming the option', async (t) => {
+  for (const bad of [{}, 'registry', true, { registerMetric: () => undefined }]) {
+    const app = Fastify({ logger: false })
+    await t.rejects(async () => { await app.register(towerSse, { metrics: bad as unknown as Registry }) },
+      { name: 'TowerSseOptionError', option: 'metrics', message: /option "metrics" must be a prom-client Registry/ })
+  }
+})
+
+t.test('a client that takes no byte across heartbeats is swept, and counted as swept', async (t) => {
+  const metrics = new Registry()
+  const app = Fastify({ logger: false })
+  await app.register(towerSse, { metrics, heartbeatMs: 100, maxStalledHeartbeats: 2, maxBufferedBytes: 1024 * 1024 })
+  await app.register(metricsRoute, { registry: metrics })
+  const sockets = new Map<number, Socket>()
+  app.server.on('connection', (socket: Socket) => sockets.set(socket.remotePort as number, socket))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const port = (app.server.address() as { port: number }).port
+  const dead = rawStream(port)
+  t.teardown(() => dead.socket.destroy())
+  await waitFor('the stream to open', () => dead.received() > 0)
+  dead.socket.pause()
+  const server = sockets.get(dead.socket.localPort as number) as Socket
+  // Fill the kernel buffers until the server's own queue stays backed up once written out
+  // (a tick later: Node corks a response's writes), well below the 1 MiB budget.
+  const frame = 'w'.repeat(16 * 1024)
+  for (let i = 0; i < 4000 && server.writableLength < 64 * 1024 && app.sse.size === 1; i++) {
+    app.sse.broadcast(frame)
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  await waitFor('the heartbeat to sweep the stalled stream', () => app.sse.size === 0, 10_000)
+  const scraped = await scrape(port)
+  checkAgainstStats(t, scraped, app.sse.stats())
+  t.equal(scraped.value('tower_sse_disconnects_total', { cause: 'swept' }), 1)
+  t.equal(scraped.value('tower_sse_disconnects_total', { cause: 'dropped' }), 0, 'swept as dead, not dropped at the budget')
+  t.equal(scraped.value('tower_sse_streams'), 0)
+})
+
+t.test('during a storm, the held refusals and the widening level are gauges', async (t) => {
+  const metrics = new Registry()
+  const app = Fastify({ logger: false })
+  await app.register(towerSse, { metrics, maxClients: 1, stormRefusalsPerSecond: 1, tarpitMs: 20_000, tarpitJitterMs: 0 })
+  await app.register(metricsRoute, { registry: metrics })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const port = (app.server.address() as { port: number }).port
+  const holder = await connect(port)
+  // Refusals every 50 ms for 2.2 s: each second has more than one, so the level rises; most are held.
+  const attempts: Array<Promise<SseConnection>> = []
+  for (let i = 0; i < 44; i++) {
+    attempts.push(connect(port))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  const answered = new Set<number>()
+  attempts.forEach((attempt, i) => { void attempt.then(() => answered.add(i)) })
+  await waitFor('held refusals to settle', () => app.sse.stats().refusalsHeld === attempts.length - answered.size)
+  const before = app.sse.stats()
+  const scraped = await scrape(port)
+  const after = app.sse.stats()
+  t.equal(scraped.value('tower_sse_refusals_held'), attempts.length - answered.size, 'held = refusals not yet answered')
+  t.ok(scraped.value('tower_sse_refusals_held') > 30, `${scraped.value('tower_sse_refusals_held')} refusals held`)
+  t.equal(scraped.value('tower_sse_refusals_held'), before.refusalsHeld)
+  const level = scraped.value('tower_sse_storm')
+  t.ok(level >= 1, `storm level ${level}`)
+  t.ok(level === before.stormLevel || level === after.stormLevel, 'storm = stats().stormLevel read around the scrape')
+  t.equal(scraped.value('tower_sse_refusals_total', { reason: 'capacity' }), 44)
+  await app.close()
+  await Promise.all(attempts)
+  holder.destroy()
+})
+
+t.test('bus metrics come from the bus-state provider, and exist only with one', async (t) => {
+  const activity = new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1000 })
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, activity)
+  let state: BusState | null = null
+  const target = new Registry()
+  registerMetrics(target, registry, activity, () => state)
+  const read = async (): Promise<Map<string, string | undefined>> =>
+    new Map(parsePrometheusTextFormat(await target.metrics()).map((f) => [f.name, f.metrics[0].value]))
+  let families = await read()
+  t.same([families.get('tower_sse_bus_up'), families.get('tower_sse_bus_lag_seconds'), families.get('tower_sse_bus_reads_total')],
+    ['0', '0', '0'], 'no state yet: down')
+  state = { up: true, lagSeconds: 0.25, reads: 7 }
+  families = await read()
+  t.same([families.get('tower_sse_bus_up'), families.get('tower_sse_bus_lag_seconds'), families.get('tower_sse_bus_reads_total')],
+    ['1', '0.25', '7'])
+  state = { up: false, lagSeconds: 3, reads: 9 }
+  families = await read()
+  t.same([families.get('tower_sse_bus_up'), families.get('tower_sse_bus_lag_seconds'), families.get('tower_sse_bus_reads_total')],
+    ['0', '3', '9'])
+
+  const withoutBus = new Registry()
+  const unregister = registerMetrics(withoutBus, registry, activity)
+  const names = parsePrometheusTextFormat(await withoutBus.metrics()).map((f) => f.name)
+  t.equal(names.filter((name) => name.startsWith('tower_sse_bus_')).length, 0, 'no bus, no bus metrics')
+  t.equal(names.length, 12, 'the twelve stream metrics')
+  unregister()
+  t.same(await withoutBus.getMetricsAsJSON(), [], 'and unregister takes every one back out')
 })

@@ -34,21 +34,20 @@ let asked = 0
 const pending = new Map<number, (answer: Answer) => void>()
 
 /**
- * In a worker: the cluster's metrics, asked of the primary (see serveClusterMetrics); this
- * worker's `registry` is what the primary collects from it. Rejects when the primary does not answer.
+ * In a worker, once, before any scrape: the primary collects `registry` from this worker when any
+ * worker is scraped (prom-client answers it; constructing an AggregatorRegistry installs that
+ * listener), and this worker's own questions get their answers.
  */
-export function clusterMetricsFromPrimary (registry: Registry): Promise<string> {
-  const send = process.send?.bind(process)
-  if (send === undefined) return Promise.reject(new Error('not a cluster worker'))
-  if (pending.size === 0 && asked === 0) {
-    // prom-client answers the primary from the registries set here; constructing an
-    // AggregatorRegistry installs that answering listener in this worker.
-    AggregatorRegistry.setRegistries([registry])
-    void new AggregatorRegistry()
-    process.on('message', (message: Partial<Answer>) => {
-      if (message?.type === ANSWER && typeof message.id === 'number') pending.get(message.id)?.(message as Answer)
-    })
-  }
+export function joinClusterMetrics (registry: Registry): void {
+  AggregatorRegistry.setRegistries([registry])
+  void new AggregatorRegistry()
+  process.on('message', (message: Partial<Answer>) => {
+    if (message?.type === ANSWER && typeof message.id === 'number') pending.get(message.id)?.(message as Answer)
+  })
+}
+
+/** In a worker (see joinClusterMetrics): the cluster's metrics, asked of the primary; rejects when it does not answer. */
+export function clusterMetricsFromPrimary (): Promise<string> {
   const id = ++asked
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => settle({ type: ANSWER, id, error: `the cluster primary did not answer within ${ANSWER_TIMEOUT_MS} ms` }), ANSWER_TIMEOUT_MS)
@@ -59,6 +58,6 @@ export function clusterMetricsFromPrimary (registry: Registry): Promise<string> 
       else reject(new Error(`cluster metrics: ${answer.error ?? 'no answer'}`))
     }
     pending.set(id, settle)
-    send({ type: ASK, id } satisfies Ask)
+    ;(process.send as (message: Ask) => boolean)({ type: ASK, id })
   })
 }

@@ -1,7 +1,7 @@
 import cluster from 'node:cluster'
 import type { FastifyPluginCallback } from 'fastify'
 import type { Registry } from 'prom-client'
-import { clusterMetricsFromPrimary } from './cluster-metrics'
+import { clusterMetricsFromPrimary, joinClusterMetrics } from './cluster-metrics'
 import { TOWER_ROUTES } from './routes'
 
 export interface MetricsRouteOptions {
@@ -15,8 +15,9 @@ export interface MetricsRouteOptions {
  * other routes obey (host allowlist included): a page on another origin must not read it.
  */
 export const metricsRoute: FastifyPluginCallback<MetricsRouteOptions> = (fastify, { registry }, done) => {
+  if (cluster.isWorker) joinClusterMetrics(registry)
   fastify.get(TOWER_ROUTES.metrics, async (_request, reply) => {
-    const text = cluster.isWorker ? await clusterMetricsFromPrimary(registry) : await registry.metrics()
+    const text = cluster.isWorker ? await clusterMetricsFromPrimary() : await registry.metrics()
     void reply.header('content-type', registry.contentType).header('cache-control', 'no-store')
     return text
   })
