@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import type { RefusalReason } from './admission'
 
 /** What happens to streams, counted both since start and in the current log window. */
 export const ACTIVITY_KINDS = ['accepted', 'rejected', 'tarpitted', 'disconnected', 'expired', 'deadSwept', 'dropped', 'shutdown'] as const
@@ -11,6 +12,15 @@ const BUSIEST_KEYS = 5
 
 function zeroCounts (): ActivityCounts {
   return { accepted: 0, rejected: 0, tarpitted: 0, disconnected: 0, expired: 0, deadSwept: 0, dropped: 0, shutdown: 0 }
+}
+
+/** How an admitted stream started: resumed from history, told to resync, or with no Last-Event-ID. */
+export type ResumeOutcome = 'replayed' | 'resync' | 'fresh'
+
+/** What admission holds now: refusals in the tarpit and the storm's widening level (delays × 2^level). */
+export interface AdmissionGauges {
+  refusalsHeld: number
+  stormLevel: number
 }
 
 export interface ActivityLogOptions {
@@ -26,6 +36,15 @@ export interface ActivityLogOptions {
  */
 export class ActivityLog {
   readonly totals: ActivityCounts = zeroCounts()
+  /** Breakdowns kept since start only, for stats() and metrics; `rejected` is their sum. */
+  readonly refusals: Record<RefusalReason, number> = { capacity: 0, perKey: 0, pressure: 0, rate: 0, closing: 0 }
+  readonly resumes: Record<ResumeOutcome, number> = { replayed: 0, resync: 0, fresh: 0 }
+  replayedEvents = 0
+  broadcasts = 0
+  /** Bytes queued on streams that have since closed (the registry adds the open ones'). */
+  closedStreamBytes = 0
+  /** Set by the plugin once admission exists. */
+  admissionGauges: () => AdmissionGauges = () => ({ refusalsHeld: 0, stormLevel: 0 })
   private window: ActivityCounts = zeroCounts()
   private windowPeak = 0
   private attemptsByKey = new Map<string, number>()
@@ -35,6 +54,16 @@ export class ActivityLog {
   count (kind: ActivityKind): void {
     this.totals[kind]++
     this.window[kind]++
+  }
+
+  refused (reason: RefusalReason): void {
+    this.count('rejected')
+    this.refusals[reason]++
+  }
+
+  resumed (outcome: ResumeOutcome, replayedEvents: number): void {
+    this.resumes[outcome]++
+    this.replayedEvents += replayedEvents
   }
 
   /** One connection attempt by `key`, admitted or not. */

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import type { ActivityLog } from './activity-log'
+import type { ActivityLog, AdmissionGauges } from './activity-log'
 import { STREAM_HEADERS } from './client-stream'
 import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent, encodeRetry } from './encoder'
@@ -103,6 +103,10 @@ export class Admission {
     this.pipelinedBehindStream.set(request.raw.socket, 0)
   }
 
+  gauges (): AdmissionGauges {
+    return { refusalsHeld: this.tarpit.size, stormLevel: this.storm.levelAt(Date.now()) }
+  }
+
   /** From now on every new stream is refused, and held refusals are answered at once (shutdown). */
   close (): void {
     this.closing = true
@@ -142,7 +146,7 @@ export class Admission {
   private refuse (reply: FastifyReply, reason: RefusalReason): void {
     const now = Date.now()
     this.storm.recordRefusal(now)
-    this.activity.count('rejected')
+    this.activity.refused(reason)
     const answer = (): void => this.answer(reply, reason)
     if (reason !== 'closing' && this.options.tarpitMs > 0 && this.storm.isStorm(now)) {
       const holdMs = jitter(this.options.tarpitMs, this.options.tarpitJitterMs, this.options.random, 1)

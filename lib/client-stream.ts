@@ -53,12 +53,18 @@ export class ClientStream implements SseClientInfo, Flushable {
   open (firstFrame: Buffer, lifetimeMs: number | null): void {
     this.res.on('close', () => this.finish('disconnected'))
     openUntilClose(this.res, 200, STREAM_HEADERS)
+    this.queuedBytes += firstFrame.length
     this.res.write(firstFrame)
     if (lifetimeMs !== null) {
       this.expiresAt = this.connectedAt + lifetimeMs
       this.expiryTimer = setTimeout(() => this.end('expired'), lifetimeMs)
       this.expiryTimer.unref()
     }
+  }
+
+  /** Frame bytes handed to this stream so far (stats().bytesSent adds them up). */
+  get bytesQueued (): number {
+    return this.queuedBytes
   }
 
   wants (topic: string | undefined): boolean {

@@ -26,7 +26,17 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const admission = new Admission(fastify, registry, activity, options)
   // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
   const turn = new TurnFlush()
+  activity.admissionGauges = () => admission.gauges()
   fastify.decorate('sse', registry)
+  if (options.metrics !== undefined) {
+    // Loaded only here, so an application without the option never loads prom-client.
+    const { registerMetrics } = require('./metrics') as typeof import('./metrics')
+    const unregister = registerMetrics(options.metrics, registry, activity)
+    fastify.addHook('onClose', (_instance, hookDone) => {
+      unregister()
+      hookDone()
+    })
+  }
 
   // HEAD (which Fastify would otherwise derive from GET) gets the stream's headers and the close at
   // once: a stream answered without a body would hold a slot and a `curl -I` until max age.

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify'
+import type { Registry } from 'prom-client'
 import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
 import { defaultKeyFn, type KeyFn } from './client-key'
@@ -77,9 +78,11 @@ export interface TowerSseOptions {
   initialEvent?: (client: SseClientInfo, request: FastifyRequest) => SseEventInit | undefined
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
+  /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
+  metrics?: Registry
 }
 
-type OptionalHooks = 'initialEvent' | 'topicsFromRequest'
+type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics'
 export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> & Pick<TowerSseOptions, OptionalHooks>
 
 /** Every default in one place; the README's options table mirrors this object. */
@@ -163,7 +166,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
 const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
-const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS])
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics'])
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
   const ok = typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min &&
@@ -221,12 +224,25 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   return {
     path,
     rejectWith,
+    metrics: metricsRegistry(given.metrics),
     ...numbers,
     initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
     random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
   }
+}
+
+// Checked by shape, not instanceof: the application's prom-client may be another copy than ours.
+const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric', 'metrics'] as const
+
+function metricsRegistry (value: unknown): Registry | undefined {
+  if (value === undefined) return undefined
+  const candidate = value as Record<string, unknown> | null
+  if (typeof candidate !== 'object' || candidate === null || !REGISTRY_METHODS.every((name) => typeof candidate[name] === 'function')) {
+    throw new TowerSseOptionError('metrics', value, 'a prom-client Registry (new Registry() or register)')
+  }
+  return value as Registry
 }
 
 // Fastify passes its own register options (prefix, logLevel, …) through to the plugin.

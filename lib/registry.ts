@@ -1,4 +1,5 @@
-import type { ActivityLog, ActivityCounts } from './activity-log'
+import type { ActivityLog, ActivityCounts, AdmissionGauges, ResumeOutcome } from './activity-log'
+import type { RefusalReason } from './admission'
 import type { ClientStream, CloseReason } from './client-stream'
 import { encodeEvent, HEARTBEAT_FRAME } from './encoder'
 import { formatEventId, newEpoch, type ParsedEventId } from './event-id'
@@ -17,7 +18,7 @@ export interface BroadcastOptions {
   topic?: string
 }
 
-export interface SseStats extends ActivityCounts {
+export interface SseStats extends ActivityCounts, AdmissionGauges {
   current: number
   peak: number
   capacity: number
@@ -25,7 +26,20 @@ export interface SseStats extends ActivityCounts {
   events: number
   historyEvents: number
   historyBytes: number
+  /** `rejected`, by reason. */
+  refusals: Record<RefusalReason, number>
+  /** `accepted`, by how the stream started. */
+  resumes: Record<ResumeOutcome, number>
+  /** Events sent from history to resuming clients. */
+  replayedEvents: number
+  /** broadcast() calls. */
+  broadcasts: number
+  /** Frame bytes queued on streams (retry, events, heartbeats, replays; not headers, not refusals). */
+  bytesSent: number
 }
+
+/** Starts timing one broadcast; the function it returns ends it. */
+export type BroadcastTimer = () => () => void
 
 export interface RegistryLimits {
   capacity: number
@@ -44,6 +58,7 @@ export class SseRegistry implements Iterable<SseClientInfo> {
   private readonly history: History
   private readonly epoch = newEpoch()
   private peakSize = 0
+  private broadcastTimer: BroadcastTimer | null = null
 
   constructor (limits: RegistryLimits, private readonly activity: ActivityLog) {
     this.capacity = limits.capacity
@@ -85,16 +100,22 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     this.activity.count('accepted')
     this.activity.observeSize(this.clients.size)
     if (lastEventId !== null) this.resume(client, lastEventId)
+    else this.activity.resumed('fresh', 0)
   }
 
   private resume (client: ClientStream, from: ParsedEventId): void {
     const result = from.epoch === this.epoch ? this.history.since(from.seq) : { kind: 'resync', reason: 'unknown' } as const
     if (result.kind === 'replay') {
+      let replayed = 0
       for (const entry of result.entries) {
-        if (client.wants(entry.topic) && !client.write(entry.frame)) return
+        if (!client.wants(entry.topic)) continue
+        if (!client.write(entry.frame)) break
+        replayed++
       }
+      this.activity.resumed('replayed', replayed)
       return
     }
+    this.activity.resumed('resync', 0)
     // Too far behind (or not one of our ids): say so, rather than leave a silent gap. The id moves
     // the client's Last-Event-ID to now, so its next reconnect resumes from here.
     const latest = this.lastEventId
@@ -108,6 +129,12 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     if (left > 0) this.perKey.set(client.key, left)
     else this.perKey.delete(client.key)
     this.activity.count(reason)
+    this.activity.closedStreamBytes += client.bytesQueued
+  }
+
+  /** Times every broadcast from now on (set only when metrics are on: no cost otherwise). */
+  timeBroadcasts (timer: BroadcastTimer): void {
+    this.broadcastTimer = timer
   }
 
   /**
@@ -120,12 +147,15 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     if (topic !== undefined && !isValidTopic(topic)) {
       throw new TypeError(`tower-sse: broadcast topic must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
     }
+    const timed = this.broadcastTimer?.()
     const frame = encodeEvent({ data, event, id: formatEventId(this.epoch, this.history.nextSeq) })
     this.history.push(frame, topic)
     let delivered = 0
     for (const client of this.clients.values()) {
       if (client.wants(topic) && client.write(frame)) delivered++
     }
+    this.activity.broadcasts++
+    timed?.()
     return delivered
   }
 
@@ -162,7 +192,15 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     })
   }
 
+  /** Frame bytes queued on every stream so far, open or closed. */
+  get bytesSent (): number {
+    let bytes = this.activity.closedStreamBytes
+    for (const client of this.clients.values()) bytes += client.bytesQueued
+    return bytes
+  }
+
   stats (): SseStats {
+    const { refusals, resumes, replayedEvents, broadcasts } = this.activity
     return {
       current: this.clients.size,
       peak: this.peakSize,
@@ -170,7 +208,13 @@ export class SseRegistry implements Iterable<SseClientInfo> {
       ...this.activity.totals,
       events: this.history.lastSeq,
       historyEvents: this.history.size,
-      historyBytes: this.history.byteLength
+      historyBytes: this.history.byteLength,
+      refusals: { ...refusals },
+      resumes: { ...resumes },
+      replayedEvents,
+      broadcasts,
+      bytesSent: this.bytesSent,
+      ...this.activity.admissionGauges()
     }
   }
 

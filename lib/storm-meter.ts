@@ -23,6 +23,19 @@ export class StormMeter {
     return this.level > 0 || this.refusalsThisSecond > this.thresholdPerSecond
   }
 
+  /**
+   * The widening level admission would use at `now` (0: calm). A pure read: a scrape or stats()
+   * call between refusals must not change how the storm is counted.
+   */
+  levelAt (now: number): number {
+    const second = Math.floor(now / 1000)
+    if (second === this.second) return this.level
+    const elapsed = second - this.second
+    if (this.refusalsThisSecond > this.thresholdPerSecond && elapsed === 1) return Math.min(this.level + 1, this.maxLevel)
+    // The second that just ended was calm (or the meter is waking after quiet seconds).
+    return Math.max(this.level - elapsed, 0)
+  }
+
   /** Multiplier for every delay handed out now: 2^level. */
   scale (now: number): number {
     this.roll(now)
@@ -32,13 +45,7 @@ export class StormMeter {
   private roll (now: number): void {
     const second = Math.floor(now / 1000)
     if (second === this.second) return
-    const elapsed = second - this.second
-    if (this.refusalsThisSecond > this.thresholdPerSecond && elapsed === 1) {
-      this.level = Math.min(this.level + 1, this.maxLevel)
-    } else {
-      // The second that just ended was calm (or the meter is waking after quiet seconds).
-      this.level = Math.max(this.level - elapsed, 0)
-    }
+    this.level = this.levelAt(now)
     this.second = second
     this.refusalsThisSecond = 0
   }

@@ -15,6 +15,11 @@ export class Tarpit {
 
   constructor (private readonly capacity: number) {}
 
+  /** Refusals held now. */
+  get size (): number {
+    return this.held.size
+  }
+
   /** Holds `reply` for `delayMs`, then calls `answer`; false (nothing held) when full. */
   hold (reply: FastifyReply, delayMs: number, answer: () => void): boolean {
     if (this.held.size >= this.capacity) return false

@@ -77,6 +77,8 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
     'option "retryJitterMs" must be at most retryMs (500), got 1000 (retryJitterMs is the default here; set --retry-jitter-ms or TOWER_SSE_RETRY_JITTER_MS)'],
   ['the stream on the stats route', ['--path', '/api/events/stats'], {},
     '--path: "/api/events/stats" is the stats route; the event stream needs a path of its own'],
+  ['the stream on the metrics route', ['--path', '/metrics'], {},
+    '--path: "/metrics" is the metrics route; the event stream needs a path of its own'],
   ['the stream on the dashboard', [], { TOWER_SSE_PATH: '/' }, 'TOWER_SSE_PATH: "/" is the dashboard page; the event stream needs a path of its own'],
   ['unknown flag', ['--max-client', '5'], {}, 'unknown flag --max-client (see --help)'],
   ['unknown environment variable', [], { TOWER_SSE_MAXCLIENTS: '5' }, 'unknown environment variable TOWER_SSE_MAXCLIENTS (see --help)'],

@@ -8,6 +8,7 @@ import { STREAM_PATH } from './contenders/contender'
 import { nowUs } from './payload'
 import { steadyRate, type FanoutPlan } from './plan'
 import { median } from './rounds'
+import { timeScrapes } from './scrape'
 import type { BurstReply, CpuReading, FastReply, MemoryReply, StartReply, SteadyReply } from './server'
 
 /** What one contender did with one stream count: the figures of one results row. */
@@ -42,6 +43,9 @@ export interface CaseResult {
   heapPerClientKB: number
   /** Share of the expected deliveries (events × streams, both phases) that arrived. */
   deliveredPct: number
+  /** GET /metrics with every stream open, for contenders that export metrics (else null). */
+  scrapeMs: number | null
+  scrapeMaxMs: number | null
 }
 
 /** One burst size for one contender and stream count: a burst row of the results. */
@@ -183,7 +187,7 @@ export async function measureCase (
     spawnSibling(__filename, 'client', { raiseFileLimit: true }), `client process ${i}`
   ))
   try {
-    const { port, fileLimit } = await server.request<StartReply>({ type: 'start', contender, maxClients: clients }, REQUEST_MS)
+    const { port, fileLimit, metricsPath } = await server.request<StartReply>({ type: 'start', contender, maxClients: clients }, REQUEST_MS)
     requireFiles(`${contender} server`, fileLimit, clients + SPARE_FILES)
     for (const [i, holder] of holders.entries()) {
       requireFiles(holder.label, await holder.request<number | null>({ type: 'fileLimit' }, REQUEST_MS), perProcess[i] + SPARE_FILES)
@@ -194,6 +198,8 @@ export async function measureCase (
     log(`${contender} ×${clients}: admitted in ${connectMs.toFixed(0)} ms`)
     await sleep(plan.settleMs)
     const loaded = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)
+    const scrape = metricsPath === null ? null : await timeScrapes(port, metricsPath)
+    if (scrape !== null) log(`${contender} ×${clients}: GET ${metricsPath} in ${scrape.medianMs} ms (max ${scrape.maxMs} ms)`)
 
     const warmupEvents = Math.ceil(plan.warmupDeliveries / clients)
     await phase(server, holders, plan, async () =>
@@ -263,7 +269,9 @@ export async function measureCase (
       fastCpuMsPerEvent: round(fast.cpuUs / 1000 / Math.max(1, fast.sent), 3),
       rssPerClientKB: round((loaded.rss - idle.rss) / clients / 1024),
       heapPerClientKB: round((loaded.heapUsed - idle.heapUsed) / clients / 1024),
-      deliveredPct: round((received(steady.delivered) + received(fast.delivered)) / expected * 100, 3)
+      deliveredPct: round((received(steady.delivered) + received(fast.delivered)) / expected * 100, 3),
+      scrapeMs: scrape?.medianMs ?? null,
+      scrapeMaxMs: scrape?.maxMs ?? null
     }
     return { steady: steadyRow, bursts }
   } finally {

@@ -6,6 +6,7 @@ import { repoRoot } from '../lib/repo-root'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { BurstResult, CaseResult } from './case'
 import { BASELINE, type ContenderName } from './contenders'
+import { metricsNote } from './metrics-note'
 import { steadyRate, type FanoutPlan } from './plan'
 
 /** Figures that also get a ratio to the raw baseline with the same stream count. */
@@ -53,6 +54,7 @@ function ratiosTo<F extends string> (row: Record<F, number>, base: Record<F, num
 const PACKAGES: Record<ContenderName, string | null> = {
   raw: null,
   'tower-sse': null,
+  'tower-sse+metrics': null,
   '@fastify/sse': '@fastify/sse',
   'better-sse': 'better-sse',
   'fastify-sse-v2': 'fastify-sse-v2'
@@ -189,6 +191,7 @@ export function fanoutMarkdown (results: FanoutResults): string {
       `They only scan for the stamp: ${span(steady.map((r) => r.clientCpuUsPerDelivery))} µs of CPU per delivery, ` +
       `against the servers' ${span(steady.map((r) => r.serverCpuUsPerDelivery))} µs; broadcast ms and CPU are read inside the server.`,
     `- ${env.platform}, ${env.cpu} × ${env.cores}, Node ${env.node}; ${versions}.`,
+    ...metricsNote(results),
     '',
     ...burstMarkdown(results)
   ].join('\n')

@@ -13,7 +13,7 @@ import type { ContenderServer } from './contenders/contender'
 import { benchEvent, nowUs } from './payload'
 import { BURST_SOURCES, type BurstSource } from './plan'
 
-export interface StartReply { port: number, fileLimit: number | null }
+export interface StartReply { port: number, fileLimit: number | null, metricsPath: string | null }
 export interface MemoryReply { rss: number, heapUsed: number }
 export interface CpuReading { cpuUs: number, atUs: number }
 export interface SteadyReply { sent: number, broadcastUs: number[] }
@@ -69,7 +69,7 @@ serveIpc('fanout server', {
     if (!isContenderName(name)) throw new Error(`unknown contender "${name}"`)
     if (server !== undefined) throw new Error('a contender is already running in this process')
     server = await CONTENDERS[name]({ maxClients: count(request, 'maxClients') })
-    return { port: server.port, fileLimit: openFileLimit() }
+    return { port: server.port, fileLimit: openFileLimit(), metricsPath: server.metricsPath ?? null }
   },
 
   size: () => running().size(),

@@ -1,5 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { collectDefaultMetrics, Registry } from 'prom-client'
 import towerSse, { type TowerSseOptions } from '../index'
+import { metricsRoute } from './metrics-route'
 import { notifyRoute } from './notify-route'
 import { DEFAULT_ALLOWED_HOSTS, guardRequests } from './request-guard'
 import { staticAssets } from './static-assets'
@@ -36,9 +38,9 @@ class QuietLogController extends LogController {
 }
 
 /**
- * The Tower server: tower-sse at GET /api/events, POST /api/notify, GET /api/events/stats and
- * the dashboard, every route behind the request guard. Returns the instance unstarted; the caller
- * listens (and closes).
+ * The Tower server: tower-sse at GET /api/events, POST /api/notify, GET /api/events/stats,
+ * GET /metrics and the dashboard, every route behind the request guard. Returns the instance
+ * unstarted; the caller listens (and closes).
  */
 export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   const requestTimeoutMs = options.requestTimeoutMs ?? TOWER_DEFAULTS.requestTimeoutMs
@@ -54,10 +56,15 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } }
   })
   guardRequests(app, { allowedHosts: [...DEFAULT_ALLOWED_HOSTS, ...(options.allowedHosts ?? [])], token: options.token })
+  // Tower's own registry (not prom-client's global one): the plugin's metrics and Node's.
+  const metrics = new Registry()
+  collectDefaultMetrics({ register: metrics })
   void app.register(towerSse, {
     ...options.sse,
-    initialEvent: (client) => ({ data: { type: 'connected', id: client.id } })
+    initialEvent: (client) => ({ data: { type: 'connected', id: client.id } }),
+    metrics
   })
+  void app.register(metricsRoute, { registry: metrics })
   void app.register(notifyRoute)
   void app.register(statsRoute)
   void app.register(staticAssets)

@@ -5,7 +5,9 @@ export const TOWER_ROUTES = Object.freeze({
   dashboard: '/',
   notify: '/api/notify',
   stats: '/api/events/stats',
+  metrics: '/metrics',
   vendor: '/vendor/:name',
+  vendorClient: '/vendor/tower-sse-client/:name',
   asset: '/:name'
 })
 
@@ -13,7 +15,9 @@ const ROUTE_NAMES: Readonly<Record<keyof typeof TOWER_ROUTES, string>> = {
   dashboard: 'the dashboard page',
   notify: 'the notify route',
   stats: 'the stats route',
+  metrics: 'the metrics route',
   vendor: 'the dashboard\'s vendor modules (/vendor/:name)',
+  vendorClient: 'the browser client\'s modules (/vendor/tower-sse-client/:name)',
   asset: 'the dashboard\'s files (/:name)'
 }
 

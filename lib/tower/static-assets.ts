@@ -63,7 +63,7 @@ export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => 
     return sendFile(reply, vendor.file, vendor.missing)
   })
 
-  fastify.get<{ Params: { name: string } }>('/vendor/tower-sse-client/:name', (request, reply) => {
+  fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.vendorClient, (request, reply) => {
     if (!CLIENT_ESM_MODULES.has(request.params.name)) return reply.callNotFound()
     return sendFile(reply, path.join(CLIENT_ESM_DIR, request.params.name), CLIENT_ESM_MISSING)
   })

@@ -11,6 +11,8 @@ export interface ContenderServer {
   /** Sends one event to every open stream, the way the library documents broadcasting. */
   broadcast: (event: BenchEvent) => void
   close: () => Promise<void>
+  /** Where the contender answers a Prometheus scrape, if it exports metrics. */
+  metricsPath?: string
 }
 
 export interface ContenderOptions {

@@ -4,11 +4,13 @@ import { startFastifySse } from './fastify-sse'
 import { startFastifySseV2 } from './fastify-sse-v2'
 import { startRaw } from './raw'
 import { startTowerSse } from './tower-sse'
+import { startTowerSseMetrics } from './tower-sse-metrics'
 
 /** Every contender by its name in results; `raw` is the baseline every ratio divides by. */
 export const CONTENDERS = {
   raw: startRaw,
   'tower-sse': startTowerSse,
+  'tower-sse+metrics': startTowerSseMetrics,
   '@fastify/sse': startFastifySse,
   'better-sse': startBetterSse,
   'fastify-sse-v2': startFastifySseV2

@@ -1,0 +1,35 @@
+import t from 'tap'
+import parsePrometheusTextFormat from 'parse-prometheus-text-format'
+import { CONTENDERS } from '../benchmarks/fanout/contenders'
+import { metricsNote } from '../benchmarks/fanout/metrics-note'
+import { benchEvent } from '../benchmarks/fanout/payload'
+import type { FanoutResults, FanoutRow } from '../benchmarks/fanout/report'
+import { timeScrapes } from '../benchmarks/fanout/scrape'
+import { connect } from './fixtures/sse-connection'
+
+t.test('the tower-sse+metrics contender serves /metrics, and a scrape is timed', async (t) => {
+  const server = await CONTENDERS['tower-sse+metrics']({ maxClients: 10 })
+  t.teardown(() => server.close())
+  t.equal(server.metricsPath, '/metrics')
+  const stream = await connect(server.port, '/events')
+  t.teardown(() => stream.destroy())
+  server.broadcast(benchEvent(0))
+  const timing = await timeScrapes(server.port, '/metrics', 3)
+  t.ok(timing.medianMs > 0 && timing.maxMs >= timing.medianMs, `scrape ${timing.medianMs} ms (max ${timing.maxMs} ms)`)
+  const body = await (await fetch(`http://127.0.0.1:${server.port}/metrics`)).text()
+  const streams = parsePrometheusTextFormat(body).find((f) => f.name === 'tower_sse_streams')
+  t.equal(streams?.metrics[0].value, '1')
+  await t.rejects(timeScrapes(server.port, '/nowhere', 1), /GET \/nowhere answered 404/)
+})
+
+t.test('the note under the table quotes the scrape and broadcast time with metrics ÷ without', async (t) => {
+  const row = (contender: string, clients: number, broadcastMs: number, scrapeMs: number | null): FanoutRow =>
+    ({ contender, clients, broadcastMs, scrapeMs, scrapeMaxMs: scrapeMs === null ? null : scrapeMs * 2 }) as unknown as FanoutRow
+  const results = {
+    rows: [row('tower-sse+metrics', 10_000, 10.3, 4.5), row('tower-sse', 10_000, 10, null), row('tower-sse+metrics', 1000, 1, 0.8)]
+  } as unknown as FanoutResults
+  t.same(metricsNote(results), [
+    '- **tower-sse+metrics** at 1,000 streams: GET /metrics answered in 0.8 ms (median of 20, max 1.6 ms).',
+    '- **tower-sse+metrics** at 10,000 streams: GET /metrics answered in 4.5 ms (median of 20, max 9 ms); broadcast ms with metrics ÷ without: ×1.030.'
+  ])
+})
