@@ -37,7 +37,7 @@ export interface ActivityLogOptions {
 export class ActivityLog {
   readonly totals: ActivityCounts = zeroCounts()
   /** Breakdowns kept since start only, for stats() and metrics; `rejected` is their sum. */
-  readonly refusals: Record<RefusalReason, number> = { capacity: 0, perKey: 0, pressure: 0, rate: 0, closing: 0 }
+  readonly refusals: Record<RefusalReason, number> = { capacity: 0, perKey: 0, pressure: 0, rate: 0, closing: 0, pipelined: 0 }
   readonly resumes: Record<ResumeOutcome, number> = { replayed: 0, resync: 0, fresh: 0 }
   replayedEvents = 0
   broadcasts = 0

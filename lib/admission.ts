@@ -131,7 +131,7 @@ export class Admission {
    * memory per request, so the MAX_PIPELINED_BEHIND_STREAM-th closes it, stream included.
    */
   private refusePipelined (request: FastifyRequest, reply: FastifyReply): void {
-    this.activity.count('rejected')
+    this.activity.refused('pipelined')
     const socket = request.raw.socket
     const behind = this.pipelinedBehindStream.get(socket)
     if (behind === undefined) {

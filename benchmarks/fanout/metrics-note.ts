@@ -1,4 +1,4 @@
-import type { FanoutResults } from './report'
+import { steadyRows, type FanoutResults } from './report'
 import { SCRAPES } from './scrape'
 
 const streams = (n: number): string => n.toLocaleString('en-US')
@@ -8,8 +8,9 @@ const streams = (n: number): string => n.toLocaleString('en-US')
  * broadcast time with metrics on divided by tower-sse's without, same run, same stream count.
  */
 export function metricsNote (results: FanoutResults): string[] {
-  return results.rows.filter((row) => row.scrapeMs !== null).sort((a, b) => a.clients - b.clients).map((row) => {
-    const off = results.rows.find((r) => r.contender === 'tower-sse' && r.clients === row.clients)
+  const rows = steadyRows(results)
+  return rows.filter((row) => row.scrapeMs !== null).map((row) => {
+    const off = rows.find((r) => r.contender === 'tower-sse' && r.clients === row.clients)
     const ratio = off === undefined || off.broadcastMs === 0 ? '' : `; broadcast ms with metrics ÷ without: ×${(row.broadcastMs / off.broadcastMs).toFixed(3)}`
     return `- **${row.contender}** at ${streams(row.clients)} streams: GET /metrics answered in ${String(row.scrapeMs)} ms ` +
       `(median of ${SCRAPES}, max ${String(row.scrapeMaxMs)} ms)${ratio}.`

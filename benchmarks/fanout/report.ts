@@ -101,7 +101,7 @@ function figure<F extends string> (row: { contender: string, ratios: Record<F, n
   return ratio === null || row.contender === BASELINE ? value : `${value} (×${ratio.toFixed(2)})`
 }
 
-const steadyRows = (results: FanoutResults): FanoutRow[] =>
+export const steadyRows = (results: FanoutResults): FanoutRow[] =>
   results.rows.filter((row): row is FanoutRow => !isBurstRow(row)).sort((a, b) => a.clients - b.clients)
 const burstRows = (results: FanoutResults): BurstRow[] =>
   results.rows.filter(isBurstRow).sort((a, b) => a.clients - b.clients || a.burst - b.burst)
