@@ -4,6 +4,7 @@ import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission'
 import { ClientStream } from './client-stream'
+import { takeOverClosingRequests } from './closing-takeover'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
@@ -23,6 +24,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity)
   const admission = new Admission(fastify, registry, activity, options)
   fastify.decorate('sse', registry)
+  takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
 
   fastify.route({
     method: 'GET',
