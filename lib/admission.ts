@@ -4,6 +4,7 @@ import type { ActivityLog } from './activity-log'
 import { STREAM_HEADERS } from './client-stream'
 import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent, encodeRetry } from './encoder'
+import { REFUSAL_CODES } from './errors'
 import { jitter } from './jitter'
 import type { NormalizedOptions } from './options'
 import type { SseRegistry } from './registry'
@@ -147,7 +148,7 @@ export class Admission {
       // a 503 would make the browser give up for good. The `refused` event lets a client that
       // knows it (tower-sse/client) tell this from an expiry.
       const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
-      const refused = encodeEvent({ event: 'refused', data: { reason, retryAfterSeconds: seconds } })
+      const refused = encodeEvent({ event: 'refused', data: { code: REFUSAL_CODES[reason], reason, retryAfterSeconds: seconds } })
       openUntilClose(res, 200, STREAM_HEADERS)
       endAndClose(res, Buffer.concat([encodeRetry(retryMs), refused]))
       return
@@ -159,7 +160,7 @@ export class Admission {
       connection: 'close',
       'content-type': 'application/json; charset=utf-8'
     })
-    endAndClose(res, `{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
+    endAndClose(res, `{"statusCode":${status},"code":"${REFUSAL_CODES[reason]}","error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
       `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
   }
 

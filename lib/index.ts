@@ -9,7 +9,8 @@ import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import { SseRegistry } from './registry'
-import { readSubscription, SubscriptionError, type Subscription } from './subscription'
+import { SubscriptionError } from './errors'
+import { readSubscription, type Subscription } from './subscription'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -78,7 +79,11 @@ const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
 
 export default towerSse
 export { towerSse }
-export { DEFAULTS, TowerSseOptionError, normalizeOptions } from './options'
+export { DEFAULTS, normalizeOptions } from './options'
+export {
+  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, EventFieldError,
+  UnencodableDataError, RetryValueError, RegistryFullError, TowerConfigError, NotifyValidationError, StatsWindowError
+} from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './client-key'

@@ -60,7 +60,7 @@ t.test('rejectWith "retry": a native EventSource waits and tries again instead o
   t.equal(refused.status, 200, 'a refusal is a 200 event stream…')
   t.equal(refused.headers['content-type'], 'text/event-stream; charset=utf-8')
   t.equal(refused.retries.length, 1, '…a retry: …')
-  t.same(refused.events.map((e) => [e.event, JSON.parse(e.data)]), [['refused', { reason: 'capacity', retryAfterSeconds: 1 }]],
+  t.same(refused.events.map((e) => [e.event, JSON.parse(e.data)]), [['refused', { code: 'TOWER_SSE_CAPACITY', reason: 'capacity', retryAfterSeconds: 1 }]],
     '…and one named event a native EventSource ignores, so the project\'s client can tell a refusal from an expiry')
   t.ok(refused.retries[0] >= 1000 && refused.retries[0] <= 2500, `…of ${refused.retries[0]} ms (Retry-After 1-2 s ± 0.5 s)`)
   t.equal(app.sse.stats().rejected, 1, 'counted as a refusal, not a connect')
@@ -170,7 +170,7 @@ t.test('maxClientsPerKey: one runaway tool cannot take every slot (429 + Retry-A
   t.same([a.status, b.status, c.status], [200, 200, 429])
   await c.ended
   t.ok(Number(c.headers['retry-after']) >= 5)
-  t.equal(JSON.parse(c.body).reason, 'perKey')
+  t.match(JSON.parse(c.body), { statusCode: 429, code: 'TOWER_SSE_PER_KEY', reason: 'perKey' })
   t.match(JSON.parse(c.body).message, /this client already holds 2 event streams/)
   const other = await connect(port, '/api/events?clientId=editor')
   t.equal(other.status, 200, 'another client id is admitted')
@@ -198,7 +198,7 @@ t.test('connect-rate guard: a mass reconnect is refused for rate beyond the burs
   t.equal(admitted.length + limited.length, 20)
   t.ok(limited.length >= 1, `${limited.length} refused`)
   await Promise.all(limited.map((c) => c.ended))
-  t.ok(limited.every((c) => JSON.parse(c.body).reason === 'rate'), 'the rest refused for rate')
+  t.ok(limited.every((c) => JSON.parse(c.body).code === 'TOWER_SSE_RATE'), 'the rest refused for rate')
   t.ok(limited.every((c) => Number(c.headers['retry-after']) >= 1), 'with a Retry-After of at least the time to the next token')
   t.equal(app.sse.stats().rejected, limited.length)
   for (const c of first) c.destroy()

@@ -94,7 +94,7 @@ t.test('during close(), a new stream request gets the plugin\'s refusal, not Fas
   t.equal(response.status, 503)
   t.ok(Number(response.headers['retry-after']) >= 5, `Retry-After: ${response.headers['retry-after']}`)
   t.equal(response.headers['content-length'], undefined, 'no length: the body runs until the server closes')
-  t.match(JSON.parse(response.body), { reason: 'closing', message: 'tower-sse: the server is shutting down' })
+  t.match(JSON.parse(response.body), { code: 'TOWER_SSE_CLOSING', reason: 'closing' })
   t.ok(serverClosedFirst, 'the server closed first')
   t.equal(app.sse.stats().rejected, 1, 'counted as a refusal')
   t.equal(app.sse.stats().shutdown, 1)

@@ -67,6 +67,7 @@ const KNOWN_OPTIONS = new Set<string>([...Object.keys(CLIENT_DEFAULTS), 'headers
 
 /** Thrown by the constructor; its message names the option and the value that was refused. */
 export class TowerSseClientOptionError extends TypeError {
+  readonly code = 'TOWER_SSE_CLIENT_OPTION'
   readonly option: string
   constructor (option: string, value: unknown, expected: string) {
     super(`tower-sse/client: option "${option}" must be ${expected}, got ${describe(value)}`)
@@ -145,7 +146,7 @@ function normalizeClientOptions (input: TowerSseClientOptions | undefined): Norm
  */
 export function backoffDelayMs (failures: number, random: RandomSource, baseMs: number, capMs: number): number {
   if (!Number.isSafeInteger(failures) || failures < 1) {
-    throw new RangeError(`tower-sse/client: failures must be an integer >= 1, got ${failures}`)
+    throw Object.assign(new RangeError(`tower-sse/client: failures must be an integer >= 1, got ${failures}`), { code: 'TOWER_SSE_CLIENT_ARGUMENT' })
   }
   // 2^(failures-1) overflows to Infinity for huge counts, which the cap absorbs.
   const ceiling = Math.min(capMs, baseMs * 2 ** (failures - 1))
@@ -238,6 +239,11 @@ export type TowerSseClientState =
 
 /** A failed attempt, or the reason the client stopped for good (`fatal`). */
 export class TowerSseClientError extends Error {
+  /**
+   * Stable, to match on: TOWER_SSE_CLIENT_FATAL (stopped for good), _NETWORK (no response, or the
+   * stream broke), _REFUSED (503/429, or a refusal stream), _HTTP (another status worth a retry).
+   */
+  readonly code: TowerSseClientErrorCode
   /** The HTTP status, or null when no response came (network error). */
   readonly status: number | null
   readonly fatal: boolean
@@ -246,8 +252,16 @@ export class TowerSseClientError extends Error {
     this.name = 'TowerSseClientError'
     this.status = status
     this.fatal = fatal
+    this.code = fatal
+      ? 'TOWER_SSE_CLIENT_FATAL'
+      : status === null
+        ? 'TOWER_SSE_CLIENT_NETWORK'
+        // A 200 that is a failure is the plugin's refusal stream (rejectWith 'retry').
+        : status === 503 || status === 429 || status === 200 ? 'TOWER_SSE_CLIENT_REFUSED' : 'TOWER_SSE_CLIENT_HTTP'
   }
 }
+
+export type TowerSseClientErrorCode = 'TOWER_SSE_CLIENT_FATAL' | 'TOWER_SSE_CLIENT_NETWORK' | 'TOWER_SSE_CLIENT_REFUSED' | 'TOWER_SSE_CLIENT_HTTP'
 
 // fetch's errors are generic ("fetch failed", "terminated"); the code underneath says what happened.
 function describeCause (cause: unknown): string {

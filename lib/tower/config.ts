@@ -1,5 +1,6 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
 import { RESERVED_STREAM_PATHS } from './routes'
+import { TowerConfigError } from '../errors'
 
 /** What `npm start` runs with: where to listen and the plugin options that were set. */
 export interface TowerConfig {
@@ -12,10 +13,7 @@ export interface TowerConfig {
   help: boolean
 }
 
-/** A bad flag, environment variable or value; the message names it and fits on one line. */
-export class TowerConfigError extends Error {
-  override readonly name = 'TowerConfigError'
-}
+export { TowerConfigError }
 
 export const DEFAULT_HOST = '127.0.0.1'
 export const DEFAULT_PORT = 4100
