@@ -74,6 +74,13 @@ t.test('the quick storm with tiny sizes writes well-formed rows, tables and a ch
   t.match(svg, />tiny</, 'the chart names every server')
 })
 
+t.test('a --quick run never writes over the committed full results', async (t) => {
+  const results = path.resolve(__dirname, '..', 'benchmarks', 'results')
+  t.equal(parsePlan([]).outDir, results, 'a full run writes benchmarks/results')
+  t.equal(parsePlan(['--quick']).outDir, path.join(results, 'tmp'), 'a quick run its tmp/ (ignored by git)')
+  t.equal(parsePlan(['--quick', '--out', '/tmp/elsewhere']).outDir, '/tmp/elsewhere', '--out still decides')
+})
+
 t.test('bad command lines are refused with the option named', async (t) => {
   t.throws(() => parsePlan(['--servers', 'legacy,nope']), /--servers: unknown "nope"/)
   t.throws(() => parsePlan(['--duration', '0']), /--duration must be an integer >= 1/)
