@@ -127,7 +127,7 @@ t.test('broadcast: encoded once, delivered to every client, returns the count', 
     t.equal(c.events[1].event, 'note')
     t.equal(c.events[1].data, 'line one\nline two')
   }
-  t.throws(() => app.sse.broadcast('x', { event: 'bad\nevent: injected' }), TypeError)
+  t.throws(() => app.sse.broadcast('x', { event: 'bad\nevent: injected' }), { code: 'TOWER_SSE_BAD_FIELD' })
   for (const c of conns) c.destroy()
   await waitFor('all gone', () => app.sse.size === 0)
   t.equal(app.sse.broadcast('nobody'), 0)
