@@ -9,7 +9,8 @@ t.test('every error constructor is exported under its own code, with a status co
   t.ok(codes.length >= 10)
   for (const [code, ErrorClass] of Object.entries(errorCodes)) {
     t.ok(code.startsWith('TOWER_'), code)
-    t.equal((ErrorClass.prototype as { code?: string }).code ?? new (ErrorClass as unknown as new (...args: string[]) => { code: string })('a', 'b', 'c').code, code)
+    const error = new (ErrorClass as unknown as new (...args: string[]) => Error & { code: string, statusCode: number })('a', 'b', 'c')
+    t.match(error, { code, statusCode: Number }, code)
   }
   t.ok(codes.filter((code) => code.startsWith('TOWER_SSE_')).length >= 7, 'the plugin\'s own are TOWER_SSE_*')
   t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])

@@ -1,6 +1,6 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
-import { RESERVED_STREAM_PATHS } from './routes'
 import { TowerConfigError } from '../errors'
+import { RESERVED_STREAM_PATHS } from './routes'
 
 /** What `npm start` runs with: where to listen and the plugin options that were set. */
 export interface TowerConfig {

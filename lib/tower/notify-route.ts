@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
 import { isValidTopic } from '../subscription'
-import { TOWER_ROUTES } from './routes'
 import { NotifyValidationError } from '../errors'
+import { TOWER_ROUTES } from './routes'
 
 /** What a producer (editor extension, CLI, CI hook) posts to POST /api/notify. */
 export interface Notification {
