@@ -1,9 +1,11 @@
+import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ActivityLog, AdmissionGauges } from './activity-log'
 import { STREAM_HEADERS } from './client-stream'
 import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent, encodeRetry } from './encoder'
+import { REFUSAL_CODES } from './errors'
 import { jitter } from './jitter'
 import type { NormalizedOptions } from './options'
 import type { SseRegistry } from './registry'
@@ -113,6 +115,16 @@ export class Admission {
     this.tarpit.releaseAll()
   }
 
+  /**
+   * Refuses a request Fastify's router would otherwise answer itself while closing (see
+   * closing-takeover.ts): counted and answered like any other "shutting down" refusal.
+   */
+  readonly refuseClosing = (res: ServerResponse): void => {
+    this.storm.recordRefusal(Date.now())
+    this.activity.refused('closing')
+    this.send(res, 'closing')
+  }
+
   private refusalReason (key: string, consumeToken: boolean): RefusalReason | null {
     if (this.closing) return 'closing'
     if (this.options.maxClientsPerKey > 0 && this.registry.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
@@ -167,27 +179,31 @@ export class Admission {
   }
 
   private answer (reply: FastifyReply, reason: RefusalReason): void {
-    const seconds = this.retryAfterSeconds(reason, Date.now())
     // Answered on the raw response so that nothing (length, hooks) comes between the last byte
     // and the server's close.
     reply.hijack()
+    this.send(reply.raw, reason)
+  }
+
+  private send (res: ServerResponse, reason: RefusalReason): void {
+    const seconds = this.retryAfterSeconds(reason, Date.now())
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
       // a 503 would make the browser give up for good. The `refused` event lets a client that
       // knows it (tower-sse/client) tell this from an expiry.
       const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
-      const refused = encodeEvent({ event: 'refused', data: { reason, retryAfterSeconds: seconds } })
-      openUntilClose(reply.raw, 200, STREAM_HEADERS)
-      endAndClose(reply.raw, Buffer.concat([encodeRetry(retryMs), refused]))
+      const refused = encodeEvent({ event: 'refused', data: { code: REFUSAL_CODES[reason], reason, retryAfterSeconds: seconds } })
+      openUntilClose(res, 200, STREAM_HEADERS)
+      endAndClose(res, Buffer.concat([encodeRetry(retryMs), refused]))
       return
     }
     const status = reason === 'perKey' ? 429 : 503
-    openUntilClose(reply.raw, status, {
+    openUntilClose(res, status, {
       'retry-after': String(seconds),
       'cache-control': 'no-store',
       'content-type': 'application/json; charset=utf-8'
     })
-    endAndClose(reply.raw, `{"statusCode":${status},"error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
+    endAndClose(res, `{"statusCode":${status},"code":"${REFUSAL_CODES[reason]}","error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
       `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
   }
 

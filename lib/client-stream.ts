@@ -34,6 +34,7 @@ export class ClientStream implements SseClientInfo, Flushable {
   private readonly pending: Buffer[] = []
   private pendingBytes = 0
   private flushedAtLastBeat = 0
+  private unsentAtLastBeat = 0
   private expiryTimer: NodeJS.Timeout | undefined
 
   constructor (
@@ -121,8 +122,13 @@ export class ClientStream implements SseClientInfo, Flushable {
       return
     }
     const flushed = this.queuedBytes - this.res.writableLength
-    const progressed = flushed !== this.flushedAtLastBeat
+    // writableLength only shrinks when a whole write request completes, and Node hands everything
+    // queued behind a pending write to the socket as one request: a reader taking a burst slowly
+    // shows its progress only in the socket's own queue of unsent bytes.
+    const unsent = (this.res.socket as { _handle?: { writeQueueSize?: number } } | null)?._handle?.writeQueueSize ?? 0
+    const progressed = flushed !== this.flushedAtLastBeat || unsent < this.unsentAtLastBeat
     this.flushedAtLastBeat = flushed
+    this.unsentAtLastBeat = unsent
     if (this.res.writableNeedDrain) {
       this.stalledBeats = progressed ? 0 : this.stalledBeats + 1
       if (this.stalledBeats >= this.limits.maxStalledHeartbeats) this.end('deadSwept')

@@ -12,12 +12,14 @@ export interface EncodableEvent {
 const LINE_BREAK = /\r\n|\r|\n/
 const FORBIDDEN_IN_FIELD = /[\r\n\0]/
 
+import { EventFieldError, RetryValueError, UnencodableDataError } from './errors'
+
 function checkField (name: string, value: string): void {
   if (typeof value !== 'string') {
-    throw new TypeError(`tower-sse: event ${name} must be a string, got ${typeof value}`)
+    throw new EventFieldError(name, `be a string, got ${typeof value}`)
   }
   if (FORBIDDEN_IN_FIELD.test(value)) {
-    throw new TypeError(`tower-sse: event ${name} must not contain CR, LF or NUL: ${JSON.stringify(value)}`)
+    throw new EventFieldError(name, `not contain CR, LF or NUL: ${JSON.stringify(value)}`)
   }
 }
 
@@ -26,7 +28,7 @@ function dataText (data: unknown): string {
   if (typeof data === 'string') return data
   const json = JSON.stringify(data)
   if (json === undefined) {
-    throw new TypeError(`tower-sse: event data of type ${typeof data} cannot be sent as JSON`)
+    throw new UnencodableDataError(typeof data)
   }
   return json
 }
@@ -51,7 +53,7 @@ export function encodeEvent (event: EncodableEvent): Buffer {
 /** A `retry:` frame; the spec accepts ASCII digits only. */
 export function encodeRetry (ms: number): Buffer {
   if (!Number.isSafeInteger(ms) || ms < 0) {
-    throw new TypeError(`tower-sse: retry must be a non-negative integer of ms, got ${ms}`)
+    throw new RetryValueError(ms)
   }
   return Buffer.from(`retry: ${ms}\n\n`, 'latin1')
 }

@@ -1,21 +1,114 @@
 import createError from '@fastify/error'
 
-// Tower's refusals, with stable codes: match on `code`, never on the message.
+/**
+ * Every error tower-sse and Tower throw or send, each with a stable `code` to match on (messages
+ * may change): `TOWER_SSE_*` for the plugin, `TOWER_*` for Tower. Built with @fastify/error, so
+ * they are what Fastify users already know (`code`, `statusCode`, `instanceof`).
+ */
 
+function describe (value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'bigint') return `${value}n`
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const OptionErrorBase = createError('TOWER_SSE_OPTION', 'tower-sse: option "%s" must be %s, got %s', 500, TypeError)
+
+/** Thrown at register time; its message names the option and the value that was refused. */
+export class TowerSseOptionError extends OptionErrorBase {
+  readonly option: string
+  constructor (option: string, value: unknown, expected: string) {
+    super(option, expected, describe(value))
+    this.name = 'TowerSseOptionError'
+    this.option = option
+  }
+}
+
+/** A bad `topics` query (or topicsFromRequest result): the stream route answers 400 with it. */
+export const SubscriptionError = createError('TOWER_SSE_BAD_SUBSCRIPTION', 'tower-sse: %s', 400)
+
+/** broadcast() was given a topic outside 1-64 characters of A-Z a-z 0-9 _ . : - */
+export const BroadcastTopicError = createError('TOWER_SSE_BAD_TOPIC',
+  'tower-sse: broadcast topic must be 1-64 characters of A-Z a-z 0-9 _ . : -, got %s', 500, TypeError)
+
+/** An event's `id` or `event` is not a string, or holds CR, LF or NUL (it would inject a field). */
+export const EventFieldError = createError('TOWER_SSE_BAD_FIELD', 'tower-sse: event %s must %s', 500, TypeError)
+
+/** Event data JSON cannot represent (undefined, a function, a symbol). */
+export const UnencodableDataError = createError('TOWER_SSE_UNENCODABLE_DATA',
+  'tower-sse: event data of type %s cannot be sent as JSON', 500, TypeError)
+
+/** A `retry:` value that is not a non-negative integer of ms. */
+export const RetryValueError = createError('TOWER_SSE_BAD_RETRY', 'tower-sse: retry must be a non-negative integer of ms, got %s', 500, TypeError)
+
+/** An invariant: admission must refuse before the registry is asked to hold one stream too many. */
+export const RegistryFullError = createError('TOWER_SSE_REGISTRY_FULL', 'tower-sse: registry is full; admission must refuse before add()', 500)
+
+/** The `code` in the JSON body of a refusal (503, or 429 for perKey), by reason. */
+export const REFUSAL_CODES = Object.freeze({
+  capacity: 'TOWER_SSE_CAPACITY',
+  perKey: 'TOWER_SSE_PER_KEY',
+  pressure: 'TOWER_SSE_PRESSURE',
+  rate: 'TOWER_SSE_RATE',
+  closing: 'TOWER_SSE_CLOSING',
+  pipelined: 'TOWER_SSE_PIPELINED'
+} as const)
+
+const ConfigErrorBase = createError('TOWER_CONFIG', '%s', 500)
+
+/** Tower: a bad flag, environment variable or value; the message names it and fits on one line. */
+export class TowerConfigError extends ConfigErrorBase {
+  constructor (message: string) {
+    super(message)
+    this.name = 'TowerConfigError'
+  }
+}
+
+/** Tower: a notification POST /api/notify refuses (400); the message names each bad field. */
+export const NotifyValidationError = createError('TOWER_NOTIFY_INVALID', '%s', 400)
+
+/** Tower: a stats window of other than a whole number (>= 1) of seconds. */
+export const StatsWindowError = createError('TOWER_STATS_WINDOW', 'StatsWindow: seconds must be an integer >= 1, got %s', 500, RangeError)
+
+/** Tower: a Host outside the allowlist (a guard against DNS rebinding). */
 export const TowerHostNotAllowedError = createError<[string]>(
   'TOWER_HOST_NOT_ALLOWED',
   'Host %s is not one this Tower answers (a guard against DNS rebinding): add it with --allowed-hosts or TOWER_ALLOWED_HOSTS',
   403
 )
 
+/** Tower: a state-changing request from a page of another site. */
 export const TowerCrossSiteError = createError<[string]>(
   'TOWER_CROSS_SITE',
   'a page from another site (%s) may not change anything here: its Origin must be an allowed host (--allowed-hosts or TOWER_ALLOWED_HOSTS)',
   403
 )
 
+/** Tower: started with --token, and the request did not carry it. */
 export const TowerTokenRequiredError = createError(
   'TOWER_TOKEN_REQUIRED',
   'this Tower was started with --token (TOWER_TOKEN): send Authorization: Bearer <token>',
   401
 )
+
+/** Every error constructor, by code, as Fastify exposes its own (`fastify.errorCodes`). */
+export const errorCodes = Object.freeze({
+  TOWER_SSE_OPTION: TowerSseOptionError,
+  TOWER_SSE_BAD_SUBSCRIPTION: SubscriptionError,
+  TOWER_SSE_BAD_TOPIC: BroadcastTopicError,
+  TOWER_SSE_BAD_FIELD: EventFieldError,
+  TOWER_SSE_UNENCODABLE_DATA: UnencodableDataError,
+  TOWER_SSE_BAD_RETRY: RetryValueError,
+  TOWER_SSE_REGISTRY_FULL: RegistryFullError,
+  TOWER_CONFIG: TowerConfigError,
+  TOWER_NOTIFY_INVALID: NotifyValidationError,
+  TOWER_STATS_WINDOW: StatsWindowError,
+  TOWER_HOST_NOT_ALLOWED: TowerHostNotAllowedError,
+  TOWER_CROSS_SITE: TowerCrossSiteError,
+  TOWER_TOKEN_REQUIRED: TowerTokenRequiredError
+})

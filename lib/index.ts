@@ -5,11 +5,13 @@ import { ActivityLog } from './activity-log'
 import { Admission } from './admission'
 import { ClientStream, STREAM_HEADERS } from './client-stream'
 import { endAndClose, openUntilClose } from './close-first'
+import { takeOverClosingRequests } from './closing-takeover'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import { SseRegistry } from './registry'
-import { readSubscription, SubscriptionError, type Subscription } from './subscription'
+import { SubscriptionError } from './errors'
+import { readSubscription, type Subscription } from './subscription'
 import { TurnFlush } from './turn-flush'
 
 declare module 'fastify' {
@@ -28,6 +30,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const turn = new TurnFlush()
   activity.admissionGauges = () => admission.gauges()
   fastify.decorate('sse', registry)
+  takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./metrics') as typeof import('./metrics')
@@ -98,7 +101,11 @@ const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
 
 export default towerSse
 export { towerSse }
-export { DEFAULTS, TowerSseOptionError, normalizeOptions } from './options'
+export { DEFAULTS, normalizeOptions } from './options'
+export {
+  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, EventFieldError,
+  UnencodableDataError, RetryValueError, RegistryFullError, TowerConfigError, NotifyValidationError, StatsWindowError
+} from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './client-key'

@@ -3,6 +3,9 @@ import type { Registry } from 'prom-client'
 import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
 import { defaultKeyFn, type KeyFn } from './client-key'
+import { TowerSseOptionError } from './errors'
+
+export { TowerSseOptionError }
 
 /** One event as the application describes it; `data` that is not a string is sent as JSON. */
 export interface SseEventInit {
@@ -112,27 +115,6 @@ export const DEFAULTS = Object.freeze({
   drainMs: 500,
   stormConnectsPerMinute: 1000
 })
-
-/** Thrown at register time; its message names the option and the value that was refused. */
-export class TowerSseOptionError extends TypeError {
-  readonly option: string
-  constructor (option: string, value: unknown, expected: string) {
-    super(`tower-sse: option "${option}" must be ${expected}, got ${describe(value)}`)
-    this.name = 'TowerSseOptionError'
-    this.option = option
-  }
-}
-
-function describe (value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'bigint') return `${value}n`
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return String(value)
-  }
-}
 
 type IntegerRule = { min: number, max?: number }
 const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'>, IntegerRule> = {

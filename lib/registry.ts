@@ -2,6 +2,7 @@ import type { ActivityLog, ActivityCounts, AdmissionGauges, ResumeOutcome } from
 import type { RefusalReason } from './admission'
 import type { ClientStream, CloseReason } from './client-stream'
 import { encodeEvent, HEARTBEAT_FRAME } from './encoder'
+import { BroadcastTopicError, RegistryFullError } from './errors'
 import { formatEventId, newEpoch, type ParsedEventId } from './event-id'
 import { History } from './history'
 import type { RandomSource } from './jitter'
@@ -93,7 +94,7 @@ export class SseRegistry implements Iterable<SseClientInfo> {
    * same tick, so no broadcast can fall between replay and live events.
    */
   add (client: ClientStream, lastEventId: ParsedEventId | null): void {
-    if (!this.hasRoom) throw new Error('tower-sse: registry is full; admission must refuse before add()')
+    if (!this.hasRoom) throw new RegistryFullError()
     this.clients.set(client.id, client)
     this.perKey.set(client.key, this.countForKey(client.key) + 1)
     if (this.clients.size > this.peakSize) this.peakSize = this.clients.size
@@ -145,7 +146,7 @@ export class SseRegistry implements Iterable<SseClientInfo> {
   broadcast (data: unknown, options: BroadcastOptions = {}): number {
     const { event, topic } = options
     if (topic !== undefined && !isValidTopic(topic)) {
-      throw new TypeError(`tower-sse: broadcast topic must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
+      throw new BroadcastTopicError(JSON.stringify(topic))
     }
     const timed = this.broadcastTimer?.()
     const frame = encodeEvent({ data, event, id: formatEventId(this.epoch, this.history.nextSeq) })

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify'
+import { SubscriptionError } from './errors'
 import { parseEventId, type ParsedEventId } from './event-id'
 
 /** What a connecting client asked for: where to resume, and which topics it wants. */
@@ -13,18 +14,13 @@ export type TopicsFromRequest = (request: FastifyRequest) => readonly string[] |
 const TOPIC = /^[A-Za-z0-9_.:-]{1,64}$/
 const MAX_TOPICS = 32
 
-/** A bad query parameter: the route answers 400 with this message. */
-export class SubscriptionError extends Error {
-  readonly statusCode = 400
-}
-
 export function isValidTopic (topic: unknown): topic is string {
   return typeof topic === 'string' && TOPIC.test(topic)
 }
 
 function checkTopic (topic: unknown, where: string): string {
   if (!isValidTopic(topic)) {
-    throw new SubscriptionError(`tower-sse: ${where} must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
+    throw new SubscriptionError(`${where} must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
   }
   return topic
 }
@@ -32,7 +28,7 @@ function checkTopic (topic: unknown, where: string): string {
 function topicsFromQuery (request: FastifyRequest): readonly string[] | null {
   const raw = (request.query as Record<string, unknown> | undefined)?.topics
   if (raw === undefined) return null
-  if (typeof raw !== 'string') throw new SubscriptionError('tower-sse: query parameter "topics" must appear once, as a comma-separated list')
+  if (typeof raw !== 'string') throw new SubscriptionError('query parameter "topics" must appear once, as a comma-separated list')
   return raw.split(',')
 }
 
@@ -50,7 +46,7 @@ export function readSubscription (request: FastifyRequest, topicsFromRequest: To
   const asked = topicsFromRequest === undefined ? topicsFromQuery(request) : topicsFromRequest(request)
   if (asked === null || asked === undefined) return { lastEventId, topics: null }
   if (!Array.isArray(asked) || asked.length === 0 || asked.length > MAX_TOPICS) {
-    throw new SubscriptionError(`tower-sse: topics must be a list of 1 to ${MAX_TOPICS} topics`)
+    throw new SubscriptionError(`topics must be a list of 1 to ${MAX_TOPICS} topics`)
   }
   return { lastEventId, topics: new Set(asked.map((topic) => checkTopic(topic, 'each topic'))) }
 }

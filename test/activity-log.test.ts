@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
-import { LogController } from 'fastify'
+import { LogController, type FastifyBaseLogger } from 'fastify'
+import { ActivityLog } from '../lib/activity-log'
 import { startApp } from './fixtures/app'
 import { connect } from './fixtures/sse-connection'
 
@@ -59,4 +60,26 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
   t.equal(lines.length, before, 'quiet windows are silent')
   await app.close()
   t.comment(`${stats.accepted + stats.rejected} connects/refusals over ${elapsed} ms -> ${summaries.length} lines`)
+})
+
+/** A logger that records the level of each call. */
+function levelRecorder (): { logger: FastifyBaseLogger, calls: Array<{ level: string, msg: string, summary: Record<string, unknown> }> } {
+  const calls: Array<{ level: string, msg: string, summary: Record<string, unknown> }> = []
+  const at = (level: string) => (obj: { tower_sse: Record<string, unknown> }, msg: string): void => { calls.push({ level, msg, summary: obj.tower_sse }) }
+  return { logger: { info: at('info'), warn: at('warn') } as unknown as FastifyBaseLogger, calls }
+}
+
+t.test('a window with refusals is a warning even when it is no storm; one without is info', async (t) => {
+  const { logger, calls } = levelRecorder()
+  // 60,000 ms windows: two attempts are 2 connects/min, far below the storm threshold.
+  const log = new ActivityLog({ windowMs: 60_000, stormConnectsPerMinute: 1000 })
+  log.attempt('ip:a')
+  log.count('accepted')
+  log.flush(logger, 1)
+  log.attempt('ip:a')
+  log.count('rejected')
+  log.flush(logger, 1)
+  t.same(calls.map((c) => c.level), ['info', 'warn'])
+  t.equal(calls[1].summary.storm, undefined, 'not reported as a storm')
+  t.match(calls[1].msg, /^tower-sse: 0 connects, 0 closes .*, 1 rejected \(0 held\); 1 open, peak 1$/)
 })

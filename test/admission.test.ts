@@ -27,6 +27,7 @@ t.test('500 concurrent clients at maxClients 200: 200 streams, 300 refusals, no 
   t.equal(body.statusCode, 503)
   t.equal(body.retryAfterSeconds, Number(refused[0].headers['retry-after']), 'the body repeats Retry-After')
   t.equal(body.reason, 'capacity')
+  t.equal(body.code, 'TOWER_SSE_CAPACITY')
   t.match(body.message, /all 200 event streams are in use/)
   t.equal(app.sse.size, 200)
   // Give any eviction a chance to show before checking that none happened.
@@ -93,7 +94,7 @@ t.test('when @fastify/under-pressure reports pressure, new streams are refused t
   t.equal(during.status, 503)
   t.ok(Number(during.headers['retry-after']) >= 5, 'with a Retry-After')
   await during.ended
-  t.match(JSON.parse(during.body).message, /under pressure/)
+  t.match(JSON.parse(during.body), { code: 'TOWER_SSE_PRESSURE', message: /under pressure/ })
   t.equal(before.isEnded(), false, 'pressure refuses new streams, it does not close open ones')
   before.destroy()
 })

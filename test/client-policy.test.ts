@@ -25,7 +25,7 @@ t.test('backoff: full jitter within [0, min(cap, base × 2^(n-1))) over many see
   }
   t.equal(backoffDelayMs(1000, () => 0.999999, base, cap), 59_999, 'a huge failure count stays under the cap')
   t.equal(backoffDelayMs(3, () => 0, base, cap), 0)
-  t.throws(() => backoffDelayMs(0, random, base, cap), /failures must be an integer >= 1, got 0/)
+  t.throws(() => backoffDelayMs(0, random, base, cap), { code: 'TOWER_SSE_CLIENT_ARGUMENT', message: /failures must be an integer >= 1, got 0/ })
 })
 
 t.test('jitterUpMs stretches a wait by up to ratio, never shortens it', async (t) => {
@@ -80,7 +80,7 @@ t.test('options are validated in the constructor with errors that name them', as
     [{ retry: 1000 }, /option "retry" must be one of the known options/]
   ]
   for (const [options, message] of bad) {
-    t.throws(() => new TowerSseClient('http://127.0.0.1:9/', options), { name: 'TowerSseClientOptionError', message }, JSON.stringify(options))
+    t.throws(() => new TowerSseClient('http://127.0.0.1:9/', options), { name: 'TowerSseClientOptionError', code: 'TOWER_SSE_CLIENT_OPTION', message }, JSON.stringify(options))
   }
   const circular: Record<string, unknown> = {}
   circular.self = circular

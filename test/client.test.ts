@@ -121,7 +121,7 @@ t.test('close() during a wait leaves no timer and no socket; close() on an open 
   await waitFor('the refusal', () => waiting.state.kind === 'waiting')
   t.equal(activeCount('Timeout'), before.timers + 1, 'the retry timer is what keeps the client alive while it waits')
   waiting.close()
-  const t0 = Date.now(); await waitFor('the refused socket to close', () => activeCount('TCPSocketWrap') === before.sockets); console.error('A', Date.now() - t0)
+  await waitFor('the refused socket to close', () => activeCount('TCPSocketWrap') === before.sockets)
   t.equal(activeCount('Timeout'), before.timers, 'close() cancelled the retry timer')
   t.same(waiting.state, { kind: 'closed', error: null })
   t.equal(waiting.readyState, TowerSseClient.CLOSED)
@@ -159,7 +159,7 @@ t.test('204, 404 and a non-SSE 200 stop for good with a clear error', async (t) 
     const errors: TowerSseClientError[] = []
     client.addEventListener('error', (event) => errors.push(event.error))
     const iteration = (async () => { for await (const _ of client) t.fail('no event expected') })()
-    await t.rejects(iteration, { name: 'TowerSseClientError', message }, `${status}: the iterator throws the fatal error`)
+    await t.rejects(iteration, { name: 'TowerSseClientError', code: 'TOWER_SSE_CLIENT_FATAL', message }, `${status}: the iterator throws the fatal error`)
     t.equal(client.readyState, TowerSseClient.CLOSED)
     t.match(client.state, { kind: 'closed', error: { status, fatal: true, message } })
     t.equal(errors.length, 1)
@@ -231,7 +231,7 @@ t.test('a first 200 is not health: the failure count resets only after healthyAf
   t.same(waits.map((w) => w.failures), [1, 2, 3, 1], 'grows across quick 200s, restarts after a healthy stream')
   t.ok(waits.every((w) => w.delayMs >= 5 && w.delayMs < 80), `max(retry:, backoff) within the cap: ${waits.map((w) => w.delayMs).join(', ')}`)
   t.equal(errors.length, 4)
-  t.ok(errors.every((e) => !e.fatal && e.status === null && /the stream broke/.test(e.message)))
+  t.ok(errors.every((e) => !e.fatal && e.status === null && e.code === 'TOWER_SSE_CLIENT_NETWORK'))
   t.equal(timeline.of('open').length, 5, 'open fired for every stream')
 })
 
@@ -315,4 +315,35 @@ t.test('minRetryMs: a server sending retry: 0 cannot make the client reconnect i
   t.match(ended.state, { reason: 'stream-ended', delayMs: 300 }, 'waits minRetryMs, not 0')
   // Timers never fire early; 1 ms allows for Date.now() rounding.
   t.ok(server.requests[1].at - ended.at >= 299, 'no second request within the floor')
+})
+
+t.test('a refusal is read to its end: the server\'s FIN comes first and the client waits only after it', async (t) => {
+  const order: string[] = []
+  let endBody: (() => void) | null = null
+  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    socket.once('data', () => {
+      // No length: the body runs until the server closes, as the plugin's refusals do.
+      socket.write('HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\nconnection: close\r\ncontent-type: application/json\r\n\r\n{"reason":')
+      endBody = () => {
+        order.push('server closed')
+        socket.end('"capacity"}')
+      }
+    })
+    socket.once('end', () => {
+      order.push('client closed')
+      socket.end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  const client = new TowerSseClient(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}/events`)
+  t.teardown(() => client.close())
+  client.addEventListener('statechange', (event) => { if (event.state.kind === 'waiting') order.push('client waiting') })
+  await waitFor('the refusal\'s first bytes', () => endBody !== null)
+  // The body stays open a while: a client that dropped it would close its side, or wait, now.
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  ;(endBody as unknown as () => void)()
+  await waitFor('the client to close its side and wait', () => order.length === 3)
+  t.equal(order[0], 'server closed', `the server closed first and the client waited after it: ${order.join(', ')}`)
+  t.match(client.state, { kind: 'waiting', reason: 'refused' })
 })

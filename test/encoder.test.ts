@@ -2,6 +2,7 @@ import t from 'tap'
 import fc from 'fast-check'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { encodeEvent, encodeRetry } from '../lib/encoder'
+import { EventFieldError } from '../lib/index'
 
 function parse (frames: Buffer[]): { events: EventSourceMessage[], retries: number[] } {
   const events: EventSourceMessage[] = []
@@ -19,16 +20,19 @@ t.test('frames: id, event, one data line per line of data', async (t) => {
   t.equal(encodeRetry(1500).toString(), 'retry: 1500\n\n')
 })
 
-t.test('hostile field values are refused with a TypeError', async (t) => {
+t.test('hostile field values are refused with a TypeError and a stable code', async (t) => {
   for (const bad of ['a\nb', 'a\rb', 'a\0b', 'x\n\ndata: injected']) {
-    t.throws(() => encodeEvent({ data: 'x', event: bad }), TypeError, `event ${JSON.stringify(bad)}`)
-    t.throws(() => encodeEvent({ data: 'x', id: bad }), TypeError, `id ${JSON.stringify(bad)}`)
+    t.throws(() => encodeEvent({ data: 'x', event: bad }), { code: 'TOWER_SSE_BAD_FIELD' }, `event ${JSON.stringify(bad)}`)
+    t.throws(() => encodeEvent({ data: 'x', id: bad }), { code: 'TOWER_SSE_BAD_FIELD' }, `id ${JSON.stringify(bad)}`)
   }
-  t.throws(() => encodeEvent({ data: 'x', event: 5 as unknown as string }), { message: /event event must be a string/ })
-  t.throws(() => encodeEvent({ data: undefined }), { message: /data of type undefined cannot be sent as JSON/ })
-  t.throws(() => encodeEvent({ data: () => 1 }), TypeError)
-  t.throws(() => encodeRetry(-1), TypeError)
-  t.throws(() => encodeRetry(1.5), TypeError)
+  const notString = t.throws(() => encodeEvent({ data: 'x', event: 5 as unknown as string }), { code: 'TOWER_SSE_BAD_FIELD' })
+  t.type(notString, TypeError)
+  t.type(notString, EventFieldError)
+  t.match(notString, { message: /event event must be a string, got number/ })
+  t.throws(() => encodeEvent({ data: undefined }), { code: 'TOWER_SSE_UNENCODABLE_DATA' })
+  t.throws(() => encodeEvent({ data: () => 1 }), { code: 'TOWER_SSE_UNENCODABLE_DATA' })
+  t.throws(() => encodeRetry(-1), { code: 'TOWER_SSE_BAD_RETRY' })
+  t.throws(() => encodeRetry(1.5), { code: 'TOWER_SSE_BAD_RETRY' })
 })
 
 t.test('property: every event the encoder accepts parses back to the same event', async (t) => {

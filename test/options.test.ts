@@ -36,9 +36,9 @@ const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
 
 for (const [name, input, message] of BAD) {
   t.test(`bad ${name} is refused at register time: ${JSON.stringify(input) ?? ''}`, async (t) => {
-    t.throws(() => normalizeOptions(input), { name: 'TowerSseOptionError', option: name, message })
+    t.throws(() => normalizeOptions(input), { code: 'TOWER_SSE_OPTION', name: 'TowerSseOptionError', option: name, message })
     const app = Fastify()
-    await t.rejects(async () => { await app.register(towerSse, input) }, { name: 'TowerSseOptionError', message },
+    await t.rejects(async () => { await app.register(towerSse, input) }, { code: 'TOWER_SSE_OPTION', option: name, message },
       'the same error surfaces from app.register()')
   })
 }

@@ -121,7 +121,7 @@ t.test('topics: a broadcast reaches only clients that asked for its topic (or fo
   const resumed = await connect(port, '/api/events?topics=ws-b', { 'last-event-id': a.events[0].id as string })
   await waitFor('replay', () => resumed.events.length === 2)
   t.same(resumed.events.map((e) => e.data), ['for b', 'for everyone'], 'replay honours topics too')
-  t.throws(() => app.sse.broadcast('x', { topic: 'bad topic\n' }), TypeError)
+  t.throws(() => app.sse.broadcast('x', { topic: 'bad topic\n' }), { code: 'TOWER_SSE_BAD_TOPIC' })
   for (const c of [a, ab, all, resumed]) c.destroy()
 })
 
@@ -134,7 +134,7 @@ t.test('bad topics are a 400 naming the problem, before any stream header', asyn
     const c = await connect(port, `/api/events?${query}`)
     await c.ended
     t.equal(c.status, 400, query)
-    t.match(JSON.parse(c.body).message, /tower-sse: (each topic|topics|query parameter "topics")/)
+    t.match(JSON.parse(c.body), { statusCode: 400, code: 'TOWER_SSE_BAD_SUBSCRIPTION', message: /tower-sse: (each topic|topics|query parameter "topics")/ })
   }
   t.equal(app.sse.stats().accepted, 0)
 })

@@ -60,7 +60,7 @@ t.test('rejectWith "retry": a native EventSource waits and tries again instead o
   t.equal(refused.status, 200, 'a refusal is a 200 event stream…')
   t.equal(refused.headers['content-type'], 'text/event-stream; charset=utf-8')
   t.equal(refused.retries.length, 1, '…a retry: …')
-  t.same(refused.events.map((e) => [e.event, JSON.parse(e.data)]), [['refused', { reason: 'capacity', retryAfterSeconds: 1 }]],
+  t.same(refused.events.map((e) => [e.event, JSON.parse(e.data)]), [['refused', { code: 'TOWER_SSE_CAPACITY', reason: 'capacity', retryAfterSeconds: 1 }]],
     '…and one named event a native EventSource ignores, so the project\'s client can tell a refusal from an expiry')
   t.ok(refused.retries[0] >= 1000 && refused.retries[0] <= 2500, `…of ${refused.retries[0]} ms (Retry-After 1-2 s ± 0.5 s)`)
   t.equal(app.sse.stats().rejected, 1, 'counted as a refusal, not a connect')
@@ -80,7 +80,9 @@ t.test('rejectWith "retry": a native EventSource waits and tries again instead o
 
 t.test('Retry-After is drawn from a window that widens during a storm and narrows when calm', async (t) => {
   const { app, port } = await startApp({
-    maxClients: 1, retryAfterSeconds: 2, maxRetryAfterSeconds: 16, stormRefusalsPerSecond: 5, tarpitMs: 0
+    // A bound the three stormy seconds below cannot reach (w ≤ 16 or 32): at the bound every draw
+    // is the bound itself, and "different delays" could not hold.
+    maxClients: 1, retryAfterSeconds: 2, maxRetryAfterSeconds: 64, stormRefusalsPerSecond: 5, tarpitMs: 0
   })
   t.teardown(() => app.close())
   const holder = await connect(port)
@@ -101,7 +103,7 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
   }
   const late = seen.slice(-40)
   t.ok(Math.max(...late) > 4, `the window widened during the storm: up to ${Math.max(...late)} s`)
-  t.ok(seen.every((s) => s >= 2 && s <= 16), 'never beyond maxRetryAfterSeconds')
+  t.ok(seen.every((s) => s >= 2 && s <= 64), 'never beyond maxRetryAfterSeconds')
   t.ok(new Set(late).size > 1, `refusals in one second get different delays: ${[...new Set(late)].join(',')}`)
   holder.destroy()
   await waitFor('slot free', () => app.sse.size === 0)
@@ -122,36 +124,42 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
 })
 
 t.test('slow rejection: during a storm refusals are held, bounded in number', async (t) => {
+  // Holds far longer than the test: a refusal answered before close() was answered at once.
   const { app, port } = await startApp({
-    maxClients: 1, stormRefusalsPerSecond: 5, tarpitMs: 600, tarpitJitterMs: 200, maxHeldRefusals: 10
+    maxClients: 1, stormRefusalsPerSecond: 5, tarpitMs: 60_000, tarpitJitterMs: 0, maxHeldRefusals: 10
   })
   t.teardown(() => app.close())
   const holder = await connect(port)
   // Six quick refusals start the storm (answered at once: the sixth crosses the threshold).
   for (let i = 0; i < 5; i++) await (await connect(port)).ended
-  const started = Date.now()
-  const burst = await Promise.all(Array.from({ length: 30 }, async () => {
-    const c = await connect(port)
-    await c.ended
-    return { ms: Date.now() - started, status: c.status }
-  }))
-  const held = burst.filter((r) => r.ms >= 350)
-  const immediate = burst.filter((r) => r.ms < 350)
-  t.ok(burst.every((r) => r.status === 503), 'all refused')
-  t.equal(held.length, 10, `exactly maxHeldRefusals (10) were held; ${immediate.length} answered at once`)
-  t.ok(held.every((r) => r.ms <= 800 + 300), `held for tarpitMs ± jitter: ${held.map((r) => r.ms).join(',')}`)
-  t.equal(app.sse.stats().tarpitted, 10)
-
-  // A held client that gives up, and shutdown with refusals held: nothing waits on them.
-  const quitter = connect(port)
-  const stillHeld = [connect(port), connect(port)]
-  await sleep(50)
-  ;(await quitter).destroy()
-  const closedAt = Date.now()
+  t.equal(app.sse.stats().tarpitted, 0, 'no hold before the storm')
+  const burst = Array.from({ length: 30 }, () => connect(port))
+  await waitFor('the burst to be refused', () => app.sse.stats().rejected === 35)
+  const answered: number[] = []
+  for (const p of burst) void p.then((c) => c.ended).then(() => answered.push(1))
+  await waitFor('the refusals not held to be answered', () => answered.length === 20)
+  t.equal(app.sse.stats().tarpitted, 10, 'exactly maxHeldRefusals (10) held; the other 20 answered at once')
   holder.destroy()
   await app.close()
-  const answers = await Promise.all(stillHeld.map(async (p) => { const c = await p; await c.ended; return Date.now() - closedAt }))
-  t.ok(answers.every((ms) => ms < 500), `held refusals answered at shutdown (${answers.join(',')} ms)`)
+  const all = await Promise.all(burst)
+  await Promise.all(all.map((c) => c.ended))
+  t.ok(all.every((c) => c.status === 503), 'all refused, the held ones at shutdown')
+})
+
+t.test('a held refusal is answered when its hold is over', async (t) => {
+  const { app, port } = await startApp({
+    maxClients: 1, stormRefusalsPerSecond: 0, tarpitMs: 300, tarpitJitterMs: 0, maxHeldRefusals: 10
+  })
+  t.teardown(() => app.close())
+  const holder = await connect(port)
+  const askedAt = Date.now()
+  const refused = await connect(port)
+  await refused.ended
+  t.equal(app.sse.stats().tarpitted, 1)
+  t.equal(refused.status, 503)
+  // Timers never fire early: a lower bound only.
+  t.ok(Date.now() - askedAt >= 300, 'answered no sooner than tarpitMs')
+  holder.destroy()
 })
 
 t.test('maxClientsPerKey: one runaway tool cannot take every slot (429 + Retry-After)', async (t) => {
@@ -164,7 +172,7 @@ t.test('maxClientsPerKey: one runaway tool cannot take every slot (429 + Retry-A
   t.same([a.status, b.status, c.status], [200, 200, 429])
   await c.ended
   t.ok(Number(c.headers['retry-after']) >= 5)
-  t.equal(JSON.parse(c.body).reason, 'perKey')
+  t.match(JSON.parse(c.body), { statusCode: 429, code: 'TOWER_SSE_PER_KEY', reason: 'perKey' })
   t.match(JSON.parse(c.body).message, /this client already holds 2 event streams/)
   const other = await connect(port, '/api/events?clientId=editor')
   t.equal(other.status, 200, 'another client id is admitted')
@@ -180,20 +188,22 @@ t.test('maxClientsPerKey: one runaway tool cannot take every slot (429 + Retry-A
   for (const s of [b, d, other, anonymous, anonymous2]) s.destroy()
 })
 
-t.test('connect-rate guard: a mass reconnect is admitted at the configured rate', async (t) => {
-  const { app, port } = await startApp({ maxClients: 100, maxConnectsPerSecond: 10, connectBurst: 5, tarpitMs: 0 })
+t.test('connect-rate guard: a mass reconnect is refused for rate beyond the burst', async (t) => {
+  // The exact rate is pinned with an injected clock in token-bucket.test.ts; here, that the guard
+  // is consulted and what its refusals say.
+  const { app, port } = await startApp({ maxClients: 100, maxConnectsPerSecond: 1, connectBurst: 5, tarpitMs: 0 })
   t.teardown(() => app.close())
   const first = await Promise.all(Array.from({ length: 20 }, () => connect(port)))
   const admitted = first.filter((c) => c.status === 200)
   const limited = first.filter((c) => c.status === 503)
-  t.ok(admitted.length >= 5 && admitted.length <= 7, `a burst of ${admitted.length} admitted (burst 5)`)
+  t.ok(admitted.length >= 5, `the burst of 5 admitted (${admitted.length}, one more per second elapsed)`)
+  t.equal(admitted.length + limited.length, 20)
+  t.ok(limited.length >= 1, `${limited.length} refused`)
   await Promise.all(limited.map((c) => c.ended))
-  t.ok(limited.every((c) => JSON.parse(c.body).reason === 'rate'), 'the rest refused for rate')
-  await sleep(1000)
-  const later = await Promise.all(Array.from({ length: 20 }, () => connect(port)))
-  const refilled = later.filter((c) => c.status === 200).length
-  t.ok(refilled >= 4 && refilled <= 7, `${refilled} more admitted a second later (10/s, burst 5)`)
-  for (const c of [...first, ...later]) c.destroy()
+  t.ok(limited.every((c) => JSON.parse(c.body).code === 'TOWER_SSE_RATE'), 'the rest refused for rate')
+  t.ok(limited.every((c) => Number(c.headers['retry-after']) >= 1), 'with a Retry-After of at least the time to the next token')
+  t.equal(app.sse.stats().rejected, limited.length)
+  for (const c of first) c.destroy()
 })
 
 t.test('staged drain: shutdown gives each client a jittered retry: and ends streams in batches', async (t) => {
@@ -202,14 +212,23 @@ t.test('staged drain: shutdown gives each client a jittered retry: and ends stre
   await waitFor('200 streams', () => app.sse.size === 200)
   const endedAt = new Map<SseConnection, number>()
   for (const c of conns) void c.ended.then(() => endedAt.set(c, Date.now()))
+  // The shutdown count, sampled on every turn of the event loop while close() runs: each batch
+  // ends its streams in one timer callback, so every batch shows as its own step.
+  const steps: number[] = []
+  let closed = false
+  const sample = (): void => {
+    const ended = app.sse.stats().shutdown
+    if (ended !== steps[steps.length - 1]) steps.push(ended)
+    if (!closed) setImmediate(sample)
+  }
+  sample()
   const started = Date.now()
   await app.close()
-  const closeMs = Date.now() - started
+  closed = true
+  sample()
+  t.equal(app.sse.stats().shutdown, 200, 'close() resolved after the last batch')
+  t.same(steps, [0, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200], 'streams ended in 10 batches of 20 (drainMs 500 / 50 ms)')
   await waitFor('every stream to end', () => endedAt.size === 200)
-  t.ok(closeMs < 500 + 400, `close() took ${closeMs} ms (drainMs 500)`)
-  const offsets = [...endedAt.values()].map((ms) => ms - started)
-  const spread = Math.max(...offsets) - Math.min(...offsets)
-  t.ok(spread >= 300, `streams ended over ${spread} ms, not at once`)
   const drainRetries = conns.map((c) => c.retries[c.retries.length - 1])
   t.ok(conns.every((c) => c.retries.length === 2), 'each client got a second retry: before its stream ended')
   t.ok(drainRetries.every((ms) => ms >= 4000 && ms <= 6000), 'within retryMs ± retryJitterMs')

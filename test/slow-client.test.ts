@@ -61,3 +61,41 @@ t.test('memory stays within the byte budget plus history when a stalled client i
   t.comment(`peak buffer growth ${(peakExternal / 1048576).toFixed(2)} MiB while 50 MiB was broadcast to a stalled client`)
   stalled.socket.destroy()
 })
+
+t.test('a backpressured reader that keeps taking bytes is never swept; one that takes none is', async (t) => {
+  // Budget far above what is sent: only the heartbeat sweep may end a stream here.
+  const { app, port } = await startApp({ maxBufferedBytes: 64 * 1024 * 1024, heartbeatMs: 250, maxStalledHeartbeats: 3, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  t.teardown(() => app.close())
+  const slow = rawStream(port)
+  const dead = rawStream(port)
+  await waitFor('two streams', () => app.sse.size === 2 && slow.received() > 0 && dead.received() > 0)
+  slow.socket.pause()
+  dead.socket.pause()
+  const chunk = 's'.repeat(512 * 1024)
+  const events = 32
+  for (let i = 0; i < events; i++) app.sse.broadcast(chunk)
+  const expected = slow.received() + events * Buffer.byteLength(`id: ${app.sse.lastEventId}\ndata: ${chunk}\n\n`)
+  // The slow reader takes one chunk off its socket at a time, a few per heartbeat, so its stream
+  // stays backpressured across many heartbeats while the sent bytes keep moving.
+  const order: string[] = []
+  let slowClosed = false
+  slow.socket.once('close', () => { slowClosed = true })
+  const reader = setInterval(() => {
+    slow.socket.resume()
+    slow.socket.once('data', () => slow.socket.pause())
+  }, 10)
+  t.teardown(() => clearInterval(reader))
+  await waitFor('the slow reader to read everything, or be swept', () => {
+    if (app.sse.stats().deadSwept > order.length) order.push('swept')
+    return slow.received() >= expected || slowClosed
+  }, 60_000)
+  order.push('slow reader done')
+  clearInterval(reader)
+  t.same(order, ['swept', 'slow reader done'], 'one reader was swept while the slow one was still reading')
+  t.equal(slowClosed, false, 'the slow reader is still connected')
+  t.equal(app.sse.stats().deadSwept, 1)
+  t.equal(app.sse.stats().dropped, 0)
+  t.equal(app.sse.size, 1, 'and it was the dead one')
+  slow.socket.destroy()
+  dead.socket.destroy()
+})

@@ -99,6 +99,7 @@ t.test('bad input stops start-up with one line naming what was wrong', async (t)
       error = err
     }
     t.type(error, TowerConfigError, what)
+    t.match(error, { code: 'TOWER_CONFIG' }, what)
     const text = error instanceof Error ? error.message : ''
     t.ok(text.startsWith(message), `${what}: ${text}`)
     t.notMatch(text, /\n/, `${what}: one line`)

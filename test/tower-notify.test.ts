@@ -74,6 +74,7 @@ t.test('a bad body is a 400 saying what is wrong, and nothing is broadcast', asy
     const res = await notify(port, body)
     t.equal(res.status, 400, `${what}: 400`)
     const reply = JSON.parse(res.body)
+    t.match(reply.code, /^(TOWER_NOTIFY_INVALID|FST_ERR_CTP_[A-Z_]+)$/, `${what}: a stable code (Fastify's own for a body that is not JSON)`)
     if (typeof message === 'string') t.equal(reply.message, message, what)
     else t.match(reply.message, message, what)
   }

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { CLIENT_ESM_FILE, PUBLIC_DIR } from '../lib/tower/static-assets'
+import { ensureClientEsmBuild } from './fixtures/client-esm-build'
 import { request, startTower } from './fixtures/tower'
 
 const INDEX = path.join(PUBLIC_DIR, 'index.html')
@@ -48,19 +49,15 @@ t.test('vendor modules come from the installed packages with their content types
   t.match((await request(port, 'GET', '/vendor/eventsource-parser.js')).body, /export\s*\{/, 'the ESM build, not the CommonJS one')
 })
 
-t.test('the browser client is served from its build, or a 404 says how to build it', async (t) => {
+t.test('the browser client is served from its build', async (t) => {
+  ensureClientEsmBuild()
   const { app, port } = await startTower()
   t.teardown(() => app.close())
   const res = await request(port, 'GET', '/vendor/tower-sse-client/index.js')
   t.equal((await request(port, 'GET', '/vendor/tower-sse-client/index.ts')).status, 404, 'only the modules of the build')
-  if (existsSync(CLIENT_ESM_FILE)) {
-    t.equal(res.status, 200)
-    t.equal(res.headers['content-type'], 'text/javascript; charset=utf-8')
-    t.equal(res.body, readFileSync(CLIENT_ESM_FILE, 'utf8'))
-  } else {
-    t.equal(res.status, 404)
-    t.match(JSON.parse(res.body).message, /run npm run build/)
-  }
+  t.equal(res.status, 200)
+  t.equal(res.headers['content-type'], 'text/javascript; charset=utf-8')
+  t.equal(res.body, readFileSync(CLIENT_ESM_FILE, 'utf8'))
 })
 
 t.test('nothing outside the public folder and the named vendor files is served', async (t) => {

@@ -70,6 +70,6 @@ t.test('a one-second window counts only what happened since the last sample', as
 
 t.test('the window length must be a whole number of seconds', async (t) => {
   for (const bad of [0, -1, 1.5, Number.NaN]) {
-    t.throws(() => fixture(bad), { name: 'RangeError', message: /seconds must be an integer >= 1/ }, String(bad))
+    t.throws(() => fixture(bad), { code: 'TOWER_STATS_WINDOW', message: /seconds must be an integer >= 1/ }, String(bad))
   }
 })

@@ -49,7 +49,8 @@ export const USAGE = `npm run bench:storm -- [options]
                              client populations, clients = cap); 0 skips (default 20, quick 0)
   --hammer-delay-ms MS       hammer's pause before reconnecting (default 50)
   --storm-rate N             autocannon requests per second (default 825, i.e. 49.5K/min)
-  --out DIR                  where storm.json, storm.md and storm.svg go (default benchmarks/results)
+  --out DIR                  where storm.json, storm.md and storm.svg go (default benchmarks/results,
+                             benchmarks/results/tmp for --quick)
 `
 
 const FULL = { warmup: 5, duration: 15, narrowed: 8, rejection: 5, rejectionWarmup: 1, restart: 20 }
@@ -114,7 +115,8 @@ export function parsePlan (argv: string[]): StormPlan {
     restartSeconds: int('restart', values.restart, defaults.restart, 0),
     hammerDelayMs: int('hammer-delay-ms', values['hammer-delay-ms'], 50, 0),
     stormRate: int('storm-rate', values['storm-rate'], 825, 1),
-    outDir: path.resolve(values.out ?? path.join(repoRoot(__dirname), 'benchmarks', 'results'))
+    // A quick run is a smoke test: it must not replace the full run's committed results.
+    outDir: path.resolve(values.out ?? path.join(repoRoot(__dirname), 'benchmarks', 'results', ...(values.quick === true ? ['tmp'] : [])))
   }
 }
 

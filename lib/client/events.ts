@@ -19,28 +19,45 @@ export type TowerSseClientState =
   }
   | { readonly kind: 'closed', readonly error: TowerSseClientError | null }
 
+/**
+ * Stable, to match on: TOWER_SSE_CLIENT_FATAL (stopped for good), _NETWORK (no response, or the
+ * stream broke), _ENDED (the server ended a stream; reconnecting), _REFUSED (503/429, or a refusal
+ * stream), _HTTP (another status worth a retry).
+ */
+export type TowerSseClientErrorCode =
+  'TOWER_SSE_CLIENT_FATAL' | 'TOWER_SSE_CLIENT_NETWORK' | 'TOWER_SSE_CLIENT_ENDED' | 'TOWER_SSE_CLIENT_REFUSED' | 'TOWER_SSE_CLIENT_HTTP'
+
+function codeFor (status: number | null, fatal: boolean): TowerSseClientErrorCode {
+  if (fatal) return 'TOWER_SSE_CLIENT_FATAL'
+  if (status === null) return 'TOWER_SSE_CLIENT_NETWORK'
+  // A 200 that is a failure is the plugin's refusal stream (rejectWith 'retry').
+  return status === 503 || status === 429 || status === 200 ? 'TOWER_SSE_CLIENT_REFUSED' : 'TOWER_SSE_CLIENT_HTTP'
+}
+
 /** A failed attempt, the end of a stream, or the reason the client stopped for good (`fatal`). */
 export class TowerSseClientError extends Error {
+  readonly code: TowerSseClientErrorCode
   /** The HTTP status, or null when no response came (network error) or a stream ended. */
   readonly status: number | null
   readonly fatal: boolean
-  constructor (message: string, status: number | null, fatal: boolean, cause?: unknown) {
+  constructor (message: string, status: number | null, fatal: boolean, cause?: unknown, code = codeFor(status, fatal)) {
     super(`tower-sse/client: ${message}${describeCause(cause)}`, cause === undefined ? undefined : { cause })
     this.name = 'TowerSseClientError'
+    this.code = code
     this.status = status
     this.fatal = fatal
   }
 }
 
 /** An error as it crosses to another tab: structured clone keeps an Error's message, not its class. */
-export interface ErrorRecord { message: string, status: number | null, fatal: boolean }
+export interface ErrorRecord { message: string, code: TowerSseClientErrorCode, status: number | null, fatal: boolean }
 
 export function errorRecord (error: TowerSseClientError): ErrorRecord {
-  return { message: error.message, status: error.status, fatal: error.fatal }
+  return { message: error.message, code: error.code, status: error.status, fatal: error.fatal }
 }
 
 export function reviveError (record: ErrorRecord): TowerSseClientError {
-  const error = new TowerSseClientError('', record.status, record.fatal)
+  const error = new TowerSseClientError('', record.status, record.fatal, undefined, record.code)
   error.message = record.message
   return error
 }

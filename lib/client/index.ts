@@ -30,7 +30,7 @@ import { StreamWire, type WireSink } from './wire.ts'
 
 export { backoffDelayMs, classifyResponse, jitterUpMs, parseRetryAfterMs, type RandomSource, type ResponseVerdict } from './policy.ts'
 export { CLIENT_DEFAULTS, TowerSseClientOptionError, type TowerSseClientOptions } from './options.ts'
-export { TowerSseClientError, TowerSseErrorEvent, TowerSseStateEvent, type TowerSseClientState, type TowerSseMessage, type WaitReason } from './events.ts'
+export { TowerSseClientError, TowerSseErrorEvent, TowerSseStateEvent, type TowerSseClientErrorCode, type TowerSseClientState, type TowerSseMessage, type WaitReason } from './events.ts'
 export type { TabRole } from './tabs.ts'
 
 export interface TowerSseClientEventMap {

@@ -64,6 +64,7 @@ const KNOWN_OPTIONS = new Set<string>([
 
 /** Thrown by the constructor; its message names the option and the value that was refused. */
 export class TowerSseClientOptionError extends TypeError {
+  readonly code = 'TOWER_SSE_CLIENT_OPTION'
   readonly option: string
   constructor (option: string, value: unknown, expected: string) {
     super(`tower-sse/client: option "${option}" must be ${expected}, got ${describe(value)}`)

@@ -12,7 +12,7 @@ export type RandomSource = () => number
  */
 export function backoffDelayMs (failures: number, random: RandomSource, baseMs: number, capMs: number): number {
   if (!Number.isSafeInteger(failures) || failures < 1) {
-    throw new RangeError(`tower-sse/client: failures must be an integer >= 1, got ${failures}`)
+    throw Object.assign(new RangeError(`tower-sse/client: failures must be an integer >= 1, got ${failures}`), { code: 'TOWER_SSE_CLIENT_ARGUMENT' })
   }
   // 2^(failures-1) overflows to Infinity for huge counts, which the cap absorbs.
   const ceiling = Math.min(capMs, baseMs * 2 ** (failures - 1))

@@ -228,7 +228,7 @@ export class StreamWire {
     }
     if (failure === null) {
       // The server ended the stream (max age, shutdown): come back after its retry: value.
-      this.wait('stream-ended', retry, new TowerSseClientError('the server ended the stream; reconnecting', null, false), null)
+      this.wait('stream-ended', retry, new TowerSseClientError('the server ended the stream; reconnecting', null, false, undefined, 'TOWER_SSE_CLIENT_ENDED'), null)
       return
     }
     this.failures++

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
 import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'

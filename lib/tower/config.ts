@@ -1,4 +1,5 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
+import { TowerConfigError } from '../errors'
 import { TOWER_DEFAULTS } from './app'
 import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
@@ -19,10 +20,7 @@ export interface TowerConfig {
   help: boolean
 }
 
-/** A bad flag, environment variable or value; the message names it and fits on one line. */
-export class TowerConfigError extends Error {
-  override readonly name = 'TowerConfigError'
-}
+export { TowerConfigError }
 
 export const DEFAULT_HOST = '127.0.0.1'
 export const DEFAULT_PORT = 4100

@@ -1,5 +1,6 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
 import { isValidTopic } from '../subscription'
+import { NotifyValidationError } from '../errors'
 import { TOWER_ROUTES } from './routes'
 
 /** What a producer (editor extension, CLI, CI hook) posts to POST /api/notify. */
@@ -69,12 +70,12 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
   fastify.post<{ Body: Notification, Reply: NotifyReply }>(TOWER_ROUTES.notify, {
     bodyLimit: BODY_LIMIT_BYTES,
     schema: { body: bodySchema },
-    schemaErrorFormatter: (errors, dataVar) => new Error(errors.map((e) => describeError(e, dataVar)).join('; '))
+    schemaErrorFormatter: (errors, dataVar) => new NotifyValidationError(errors.map((e) => describeError(e, dataVar)).join('; '))
   }, async (request) => {
     const { workspace } = request.body
     if (workspace !== undefined && !isValidTopic(workspace)) {
       const message = `body/workspace must be 1-64 characters of A-Z a-z 0-9 _ . : - (it is the event's topic), got ${JSON.stringify(workspace)}`
-      throw Object.assign(new Error(message), { statusCode: 400 })
+      throw new NotifyValidationError(message)
     }
     // Synchronous from here to broadcast, so the id read now is the one the event gets.
     const notification: SentNotification = { id: fastify.sse.nextEventId, ...request.body }

@@ -1,12 +1,14 @@
+import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import type { FastifyPluginCallback, FastifyReply } from 'fastify'
 import { TOWER_ROUTES } from './routes'
 
-// lib/tower (tests) and dist/tower (npm start) are both two levels below the repository root.
-const REPO_ROOT = path.resolve(__dirname, '..', '..')
-export const PUBLIC_DIR = path.join(REPO_ROOT, 'lib', 'tower', 'public')
-export const CLIENT_ESM_DIR = path.join(REPO_ROOT, 'dist', 'client-esm')
+// lib/tower (tests) and dist/tower (npm start, the package) are both two levels below the package
+// root; the build copies public/ next to dist/tower/ (scripts/build.mjs).
+const PACKAGE_ROOT = path.resolve(__dirname, '..', '..')
+export const PUBLIC_DIR = path.join(__dirname, 'public')
+export const CLIENT_ESM_DIR = path.join(PACKAGE_ROOT, 'dist', 'client-esm')
 export const CLIENT_ESM_FILE = path.join(CLIENT_ESM_DIR, 'index.js')
 /** The modules of the client's browser build (lib/client/*.ts), served side by side so their relative imports resolve. */
 export const CLIENT_ESM_MODULES: ReadonlySet<string> = new Set(['index.js', 'events.js', 'options.js', 'policy.js', 'tabs.js', 'wire.js'])
@@ -23,14 +25,19 @@ function packageFile (name: string, ...rest: string[]): string {
   return path.join(path.dirname(require.resolve(`${name}/package.json`)), ...rest)
 }
 
+// The package ships uPlot's browser files beside dist/tower (uPlot is no dependency of the
+// plugin); from source they come from the uplot devDependency.
+const BUNDLED_UPLOT = path.join(__dirname, 'vendor', 'uplot')
+const UPLOT_DIR = existsSync(BUNDLED_UPLOT) ? BUNDLED_UPLOT : packageFile('uplot', 'dist')
+
 /** The browser modules the dashboard imports, each from a fixed file: nothing else under /vendor/. */
 const VENDOR_FILES: Readonly<Record<string, { file: string, missing: string }>> = {
   'eventsource-parser.js': {
     file: packageFile('eventsource-parser', 'dist', 'index.js'),
     missing: 'eventsource-parser is not installed (run npm install)'
   },
-  'uplot.js': { file: packageFile('uplot', 'dist', 'uPlot.esm.js'), missing: 'uplot is not installed (run npm install)' },
-  'uplot.css': { file: packageFile('uplot', 'dist', 'uPlot.min.css'), missing: 'uplot is not installed (run npm install)' }
+  'uplot.js': { file: path.join(UPLOT_DIR, 'uPlot.esm.js'), missing: 'uplot is not installed (run npm install)' },
+  'uplot.css': { file: path.join(UPLOT_DIR, 'uPlot.min.css'), missing: 'uplot is not installed (run npm install)' }
 }
 
 // One path segment, no leading dot: no traversal, no dotfiles, nothing outside public/.

@@ -1,4 +1,5 @@
 import type { SseStats } from '../registry'
+import { StatsWindowError } from '../errors'
 
 /** Connects (streams admitted) and rejects (refusals) in one sampled second. */
 export interface SecondSample {
@@ -30,7 +31,7 @@ export class StatsWindow {
     private readonly now: () => number = Date.now
   ) {
     if (!Number.isSafeInteger(seconds) || seconds < 1) {
-      throw new RangeError(`StatsWindow: seconds must be an integer >= 1, got ${seconds}`)
+      throw new StatsWindowError(seconds)
     }
     this.previous = pick(read())
   }

@@ -1,0 +1,32 @@
+import t from 'tap'
+import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib/index'
+import { ActivityLog } from '../lib/activity-log'
+import type { ClientStream } from '../lib/client-stream'
+import { SseRegistry } from '../lib/registry'
+
+t.test('every error constructor is exported under its own code, with a status code', async (t) => {
+  const codes = Object.keys(errorCodes)
+  t.ok(codes.length >= 10)
+  for (const [code, ErrorClass] of Object.entries(errorCodes)) {
+    t.ok(code.startsWith('TOWER_'), code)
+    const error = new (ErrorClass as unknown as new (...args: string[]) => Error & { code: string, statusCode: number })('a', 'b', 'c')
+    t.match(error, { code, statusCode: Number }, code)
+  }
+  t.ok(codes.filter((code) => code.startsWith('TOWER_SSE_')).length >= 7, 'the plugin\'s own are TOWER_SSE_*')
+  t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
+})
+
+t.test('errors are Fastify errors: code, statusCode, instanceof, and the option error keeps .option', async (t) => {
+  const option = new TowerSseOptionError('maxClients', -1, 'an integer >= 1')
+  t.match(option, { code: 'TOWER_SSE_OPTION', option: 'maxClients', name: 'TowerSseOptionError', message: 'tower-sse: option "maxClients" must be an integer >= 1, got -1' })
+  t.type(option, TypeError)
+  t.type(option, errorCodes.TOWER_SSE_OPTION)
+  t.match(new SubscriptionError('topics must be a list'), { code: 'TOWER_SSE_BAD_SUBSCRIPTION', statusCode: 400, message: 'tower-sse: topics must be a list' })
+  t.equal(typeof towerSse, 'function')
+})
+
+t.test('the registry refuses to hold one stream too many (an invariant admission keeps)', async (t) => {
+  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1 }))
+  t.throws(() => registry.add({} as ClientStream, null), RegistryFullError)
+  t.throws(() => registry.add({} as ClientStream, null), { code: 'TOWER_SSE_REGISTRY_FULL' })
+})
