@@ -96,6 +96,13 @@ export const TowerTokenRequiredError = createError(
   401
 )
 
+/** Tower: GET /metrics where prom-client (an optional peer) is not installed. */
+export const TowerMetricsUnavailableError = createError(
+  'TOWER_METRICS_UNAVAILABLE',
+  'metrics need prom-client, which is not installed beside tower-sse: npm install prom-client',
+  501
+)
+
 /** Every error constructor, by code, as Fastify exposes its own (`fastify.errorCodes`). */
 export const errorCodes = Object.freeze({
   TOWER_SSE_OPTION: TowerSseOptionError,
@@ -110,5 +117,6 @@ export const errorCodes = Object.freeze({
   TOWER_STATS_WINDOW: StatsWindowError,
   TOWER_HOST_NOT_ALLOWED: TowerHostNotAllowedError,
   TOWER_CROSS_SITE: TowerCrossSiteError,
-  TOWER_TOKEN_REQUIRED: TowerTokenRequiredError
+  TOWER_TOKEN_REQUIRED: TowerTokenRequiredError,
+  TOWER_METRICS_UNAVAILABLE: TowerMetricsUnavailableError
 })

@@ -104,7 +104,8 @@ export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, EventFieldError,
-  UnencodableDataError, RetryValueError, RegistryFullError, TowerConfigError, NotifyValidationError, StatsWindowError
+  UnencodableDataError, RetryValueError, RegistryFullError, TowerConfigError, NotifyValidationError, StatsWindowError,
+  TowerHostNotAllowedError, TowerCrossSiteError, TowerTokenRequiredError, TowerMetricsUnavailableError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
 export type { TopicsFromRequest } from './subscription'

@@ -13,7 +13,7 @@ t.test('every error constructor is exported under its own code, with a status co
     t.match(error, { code, statusCode: Number }, code)
   }
   t.ok(codes.filter((code) => code.startsWith('TOWER_SSE_')).length >= 7, 'the plugin\'s own are TOWER_SSE_*')
-  t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
+  t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PIPELINED', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
 })
 
 t.test('errors are Fastify errors: code, statusCode, instanceof, and the option error keeps .option', async (t) => {

@@ -48,8 +48,9 @@ t.test('npm pack + install into an empty project', async (t) => {
 
   t.test('dependencies are exactly what the published code imports', async (t) => {
     const manifest = JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'package.json'), 'utf8'))
-    t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin'])
-    t.same(manifest.peerDependenciesMeta, { '@fastify/under-pressure': { optional: true } }, 'under-pressure: detected, never required')
+    t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin', 'find-my-way'])
+    t.same(manifest.peerDependenciesMeta, { '@fastify/under-pressure': { optional: true }, 'prom-client': { optional: true } },
+      'under-pressure and prom-client: used when present, never required')
     const installed = (name: string): boolean => {
       try {
         readFileSync(path.join(app, 'node_modules', name, 'package.json'))
@@ -60,6 +61,7 @@ t.test('npm pack + install into an empty project', async (t) => {
     }
     t.equal(installed('uplot'), false, 'the dashboard\'s chart library is not installed with the plugin')
     t.equal(installed('@fastify/under-pressure'), false)
+    t.equal(installed('prom-client'), false)
   })
 
   t.test('the README\'s plugin example runs from the package (ESM), with the client', async (t) => {
@@ -80,9 +82,13 @@ t.test('npm pack + install into an empty project', async (t) => {
     t.teardown(() => { child.kill() })
     await waitFor('tower to listen', () => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 20_000)
     const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
-    for (const url of ['/', '/dashboard.js', '/vendor/uplot.js', '/vendor/uplot.css', '/vendor/eventsource-parser.js', '/vendor/tower-sse-client.js']) {
+    for (const url of ['/', '/dashboard.js', '/vendor/uplot.js', '/vendor/uplot.css', '/vendor/eventsource-parser.js', '/vendor/tower-sse-client/index.js',
+      '/vendor/tower-sse-client/tabs.js']) {
       t.equal((await request(port, 'GET', url)).status, 200, url)
     }
+    const metrics = await request(port, 'GET', '/metrics')
+    t.equal(metrics.status, 501, 'without prom-client, /metrics says how to turn it on')
+    t.equal(JSON.parse(metrics.body).code, 'TOWER_METRICS_UNAVAILABLE')
     child.kill('SIGTERM')
     t.equal(await exited, 0, 'SIGTERM: exit 0')
   })

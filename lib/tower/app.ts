@@ -1,7 +1,8 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { collectDefaultMetrics, Registry } from 'prom-client'
+import type { Registry } from 'prom-client'
+import { TowerMetricsUnavailableError } from '../errors'
 import towerSse, { type TowerSseOptions } from '../index'
-import { metricsRoute } from './metrics-route'
+import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
 import { DEFAULT_ALLOWED_HOSTS, guardRequests } from './request-guard'
 import { staticAssets } from './static-assets'
@@ -38,6 +39,24 @@ class QuietLogController extends LogController {
 }
 
 /**
+ * Tower's own registry (not prom-client's global one) with the plugin's metrics and Node's, or null
+ * when prom-client is not installed: it is an optional peer of the package, so the `tower` bin runs
+ * without it and /metrics says how to turn it on.
+ */
+function metricsRegistry (): Registry | null {
+  let prom: typeof import('prom-client')
+  try {
+    prom = require('prom-client') as typeof import('prom-client')
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && /'prom-client'/.test((err as Error).message)) return null
+    throw err
+  }
+  const registry = new prom.Registry()
+  prom.collectDefaultMetrics({ register: registry })
+  return registry
+}
+
+/**
  * The Tower server: tower-sse at GET /api/events, POST /api/notify, GET /api/events/stats,
  * GET /metrics and the dashboard, every route behind the request guard. Returns the instance
  * unstarted; the caller listens (and closes).
@@ -56,15 +75,18 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } }
   })
   guardRequests(app, { allowedHosts: [...DEFAULT_ALLOWED_HOSTS, ...(options.allowedHosts ?? [])], token: options.token })
-  // Tower's own registry (not prom-client's global one): the plugin's metrics and Node's.
-  const metrics = new Registry()
-  collectDefaultMetrics({ register: metrics })
+  const metrics = metricsRegistry()
   void app.register(towerSse, {
     ...options.sse,
     initialEvent: (client) => ({ data: { type: 'connected', id: client.id } }),
-    metrics
+    ...(metrics === null ? {} : { metrics })
   })
-  void app.register(metricsRoute, { registry: metrics })
+  if (metrics === null) {
+    app.get(TOWER_ROUTES.metrics, async () => { throw new TowerMetricsUnavailableError() })
+  } else {
+    const { metricsRoute } = require('./metrics-route') as typeof import('./metrics-route')
+    void app.register(metricsRoute, { registry: metrics })
+  }
   void app.register(notifyRoute)
   void app.register(statsRoute)
   void app.register(staticAssets)
