@@ -148,6 +148,7 @@ export class ClientStream implements SseClientInfo, Flushable {
     } else {
       // What this turn queued goes out with the end, before the server's FIN.
       const last = this.takePending()
+      if (last !== undefined) this.queuedBytes += last.length
       this.finish(reason)
       endAndClose(this.res, last)
     }
