@@ -193,6 +193,8 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     await conn.ended
     t.same(numbers(conn), [0, 1, 2, 3, 4], `${reason}: the 5 queued events arrived before the end`)
     t.same(ended, [reason])
+    const sent = Buffer.byteLength('retry: 1000\n\n') + [0, 1, 2, 3, 4].reduce((sum, n) => sum + encodeEvent({ data: { n } }).length, 0)
+    t.equal(stream.bytesQueued, sent, `${reason}: the bytes the end sent count as sent (stats().bytesSent)`)
     t.equal(stream.write(encodeEvent({ data: 'late' })), false, `${reason}: nothing is queued after the end`)
   }
 })
