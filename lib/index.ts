@@ -7,22 +7,25 @@ import { ClientStream } from './client-stream'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
+import { MemoryBus } from './bus/memory'
+import { hubOf, type SseHub } from './hub'
 import { SseRegistry } from './registry'
 import { readSubscription, SubscriptionError, type Subscription } from './subscription'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The tower-sse registry: broadcast, size, capacity, stats() and the open clients. */
-    sse: SseRegistry
+    /** tower-sse's streams: broadcast, size, capacity, hasRoom, lastEventId, stats() and the open clients. */
+    sse: SseHub
   }
 }
 
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
-  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity)
+  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity, new MemoryBus(), options.random)
+  await registry.start()
   const admission = new Admission(fastify, registry, activity, options)
-  fastify.decorate('sse', registry)
+  fastify.decorate('sse', hubOf(registry))
 
   fastify.route({
     method: 'GET',
@@ -67,7 +70,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     clearInterval(heartbeatTimer)
     clearInterval(logTimer)
     activity.flush(fastify.log, registry.size)
-    hookDone()
+    registry.close().then(() => hookDone(), hookDone)
   })
 }
 
@@ -81,7 +84,10 @@ export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './client-key'
 export { defaultKeyFn } from './client-key'
-export type { SseRegistry, SseStats, BroadcastOptions } from './registry'
+export type { SseStats, BroadcastOptions, BroadcastResult } from './registry'
+export type { SseHub } from './hub'
+export type { BusStats } from './bus/bus'
+export { BusUnavailableError, BusClosedError } from './errors'
 export { encodeEvent, encodeRetry } from './encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

@@ -24,7 +24,7 @@ export const startTowerSse: StartContender = async ({ maxClients }) => {
   return {
     port,
     size: () => app.sse.size,
-    broadcast: (event: BenchEvent) => { app.sse.broadcast(event) },
+    broadcast: (event: BenchEvent) => { void app.sse.broadcast(event) },
     close: () => app.close()
   }
 }
