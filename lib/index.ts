@@ -7,7 +7,7 @@ import { ClientStream } from './client-stream'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
-import { MemoryBus } from './bus/memory'
+import { createBus } from './bus/index'
 import { hubOf, type SseHub } from './hub'
 import { SseRegistry } from './registry'
 import { readSubscription, SubscriptionError, type Subscription } from './subscription'
@@ -22,7 +22,7 @@ declare module 'fastify' {
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
-  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity, new MemoryBus(), options.random)
+  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity, createBus(options, fastify.log), options.random)
   await registry.start()
   const admission = new Admission(fastify, registry, activity, options)
   fastify.decorate('sse', hubOf(registry))
@@ -80,7 +80,7 @@ const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
 export default towerSse
 export { towerSse }
 export { DEFAULTS, TowerSseOptionError, normalizeOptions } from './options'
-export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
+export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './client-key'
 export { defaultKeyFn } from './client-key'

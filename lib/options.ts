@@ -20,6 +20,16 @@ export interface SseClientInfo {
   readonly remoteAddress: string | undefined
 }
 
+/**
+ * An ioredis client, seen structurally so the types need no ioredis (an optional peer dependency).
+ * The app keeps owning it; the bus duplicates it for its blocking reader.
+ */
+export interface RedisClientLike {
+  readonly status: string
+  duplicate: (...args: never[]) => unknown
+  evalsha: (...args: never[]) => unknown
+}
+
 export interface TowerSseOptions {
   /** Route path of the event stream. */
   path?: string
@@ -77,9 +87,16 @@ export interface TowerSseOptions {
   initialEvent?: (client: SseClientInfo, request: FastifyRequest) => SseEventInit | undefined
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
+  /**
+   * The Redis bus: a `redis://` / `rediss://` URL or an ioredis client. Every instance given the
+   * same Redis shares broadcasts, ids and history. Omitted: the in-memory bus (one process).
+   */
+  redis?: string | RedisClientLike
+  /** Prefix of the Redis keys (`<redisKey>:stream`, `<redisKey>:epoch`): one per event stream. */
+  redisKey?: string
 }
 
-type OptionalHooks = 'initialEvent' | 'topicsFromRequest'
+type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'redis'
 export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> & Pick<TowerSseOptions, OptionalHooks>
 
 /** Every default in one place; the README's options table mirrors this object. */
@@ -107,7 +124,8 @@ export const DEFAULTS = Object.freeze({
   maxConnectsPerSecond: 0,
   connectBurst: 0,
   drainMs: 500,
-  stormConnectsPerMinute: 1000
+  stormConnectsPerMinute: 1000,
+  redisKey: 'tower-sse'
 })
 
 /** Thrown at register time; its message names the option and the value that was refused. */
@@ -132,7 +150,7 @@ function describe (value: unknown): string {
 }
 
 type IntegerRule = { min: number, max?: number }
-const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'>, IntegerRule> = {
+const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith' | 'redisKey'>, IntegerRule> = {
   maxClients: { min: 1 },
   retryMs: { min: 0 },
   retryJitterMs: { min: 0 },
@@ -158,7 +176,8 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 }
 
 const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
-const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS])
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'redis'])
+const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
   const ok = typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min &&
@@ -207,6 +226,10 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   if (numbers.maxAgeMs + numbers.maxAgeJitterMs > 2 ** 31 - 1) {
     throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, 'small enough that maxAgeMs + maxAgeJitterMs fits a timer (2^31 - 1 ms)')
   }
+  const redisKey = pick('redisKey')
+  if (typeof redisKey !== 'string' || !REDIS_KEY.test(redisKey)) {
+    throw new TowerSseOptionError('redisKey', redisKey, '1-100 characters of A-Z a-z 0-9 _ . : - { }')
+  }
   const hook = <T>(name: typeof HOOKS[number], expected: string): T | undefined => {
     const value = given[name]
     if (value !== undefined && typeof value !== 'function') throw new TowerSseOptionError(name, value, expected)
@@ -215,12 +238,39 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   return {
     path,
     rejectWith,
+    redisKey,
+    redis: redisOption(given.redis),
     ...numbers,
     initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
     random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
   }
+}
+
+function redisOption (value: unknown): string | RedisClientLike | undefined {
+  if (value === undefined) return undefined
+  if (typeof value === 'string') {
+    let url: URL | null = null
+    try { url = new URL(value) } catch {}
+    // Shown without the password a URL may carry.
+    const shown = value.replace(/\/\/[^@/]*@/, '//***@')
+    if (url === null || (url.protocol !== 'redis:' && url.protocol !== 'rediss:')) {
+      throw new TowerSseOptionError('redis', shown, 'a redis:// or rediss:// URL, or an ioredis client')
+    }
+    try {
+      require.resolve('ioredis')
+    } catch {
+      throw new TowerSseOptionError('redis', shown, 'usable: install ioredis (an optional peer dependency of tower-sse)')
+    }
+    return value
+  }
+  const client = value as Partial<Record<keyof RedisClientLike, unknown>> | null
+  if (typeof client !== 'object' || client === null || typeof client.duplicate !== 'function' ||
+    typeof client.evalsha !== 'function' || typeof client.status !== 'string') {
+    throw new TowerSseOptionError('redis', value, 'a redis:// or rediss:// URL, or an ioredis client')
+  }
+  return value as RedisClientLike
 }
 
 // Fastify passes its own register options (prefix, logLevel, …) through to the plugin.

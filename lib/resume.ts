@@ -110,7 +110,9 @@ export class Resumes {
   }
 
   private finish (client: ClientStream, from: EventPosition, upTo: EventPosition, read: Replay): void {
-    const pending = this.pending.get(client) ?? { after: from, held: [] }
+    const pending = this.pending.get(client)
+    // Gone meanwhile (remove() forgot it), or already finished by an earlier read.
+    if (pending === undefined) return
     this.pending.delete(client)
     if (read.kind === 'gone') {
       // Too far behind, or not one of our ids: say so, rather than leave a silent gap. The resync
@@ -120,13 +122,11 @@ export class Resumes {
     }
     let after = from
     for (const entry of read.entries) {
-      if (comparePositions(entry.position, after) <= 0) continue
       if (client.wants(entry.topic) && !client.write(entry.frame)) return
       after = entry.position
     }
     if (comparePositions(upTo, after) > 0) after = upTo
-    const held = pending.held ?? []
-    for (const entry of held) {
+    for (const entry of pending.held ?? []) {
       const newer = entry.position.epoch !== after.epoch || comparePositions(entry.position, after) > 0
       if (newer && client.wants(entry.topic) && !client.write(entry.frame)) return
     }
