@@ -1,5 +1,7 @@
+import cluster from 'node:cluster'
 import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
+import { runPrimary } from './cluster'
 import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
 
 // Streams are ended in the plugin's preClose, so close() is quick; this bounds a close that hangs.
@@ -37,6 +39,10 @@ async function main (): Promise<void> {
   const config = parseConfig(process.argv.slice(2), process.env)
   if (config.help) {
     process.stdout.write(usage())
+    return
+  }
+  if (config.workers > 1 && cluster.isPrimary) {
+    runPrimary({ workers: config.workers, say: (line) => process.stdout.write(`${line}\n`), fail })
     return
   }
   const app = buildTower({ sse: config.sse })

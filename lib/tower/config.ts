@@ -10,6 +10,8 @@ export interface TowerConfig {
   /** Every plugin option in force, already validated by the plugin's own normalizeOptions. */
   limits: NormalizedOptions
   help: boolean
+  /** Processes on node:cluster sharing the port; more than one needs the Redis bus. */
+  workers: number
 }
 
 /** A bad flag, environment variable or value; the message names it and fits on one line. */
@@ -20,6 +22,7 @@ export class TowerConfigError extends Error {
 export const DEFAULT_HOST = '127.0.0.1'
 export const DEFAULT_PORT = 4100
 const ENV_PREFIX = 'TOWER_SSE_'
+const MAX_WORKERS = 64
 
 type PluginOption = keyof typeof DEFAULTS
 
@@ -61,7 +64,7 @@ function parseHost (source: string, text: string): string {
 
 /** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
 function readFlags (argv: readonly string[]): { values: Map<string, string>, help: boolean } {
-  const known = new Set(['--host', '--port', ...OPTION_SPECS.map((spec) => spec.flag)])
+  const known = new Set(['--host', '--port', '--workers', '--redis', ...OPTION_SPECS.map((spec) => spec.flag)])
   const values = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -115,6 +118,19 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
 
   const sse: Record<string, unknown> = {}
   const sources = new Map<string, string>()
+  const redisText = pickText('--redis', 'TOWER_REDIS_URL')
+  if (redisText !== undefined) {
+    sse.redis = redisText.text
+    sources.set('redis', redisText.source)
+  }
+  const workersText = pickText('--workers', 'TOWER_WORKERS')
+  const workers = workersText === undefined ? 1 : parseInteger(workersText.source, workersText.text)
+  if (workersText !== undefined && (workers < 1 || workers > MAX_WORKERS)) {
+    throw new TowerConfigError(`${workersText.source} must be between 1 and ${MAX_WORKERS}, got ${workers}`)
+  }
+  if (workers > 1 && redisText === undefined) {
+    throw new TowerConfigError(`${workersText?.source ?? 'workers'} ${workers} needs --redis (or TOWER_REDIS_URL): without a shared bus each worker would see only its own streams`)
+  }
   for (const spec of OPTION_SPECS) {
     const given = pickText(spec.flag, spec.env)
     if (given === undefined) continue
@@ -127,7 +143,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   if (taken !== undefined) {
     throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} is ${taken}; the event stream needs a path of its own`)
   }
-  return { host, port, sse: options, limits, help }
+  return { host, port, sse: options, limits, help, workers }
 }
 
 function validate (sse: TowerSseOptions, sources: Map<string, string>): NormalizedOptions {
@@ -150,6 +166,8 @@ export function usage (): string {
   const rows: Array<[string, string, string]> = [
     ['--host <host>', 'HOST', DEFAULT_HOST],
     ['--port <integer>', 'PORT', String(DEFAULT_PORT)],
+    ['--workers <integer>', 'TOWER_WORKERS', '1'],
+    ['--redis <url>', 'TOWER_REDIS_URL', 'none (memory bus)'],
     ...OPTION_SPECS.map((spec): [string, string, string] =>
       [`${spec.flag} <${spec.integer ? 'integer' : 'string'}>`, spec.env, String(DEFAULTS[spec.key])])
   ]

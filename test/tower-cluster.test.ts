@@ -1,0 +1,70 @@
+import t from 'tap'
+import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { notify, startTower } from './fixtures/tower'
+import { runCli } from './fixtures/tower-cli'
+
+let redis: RedisServer
+t.before(async () => { redis = await startRedis() })
+t.teardown(() => redis.stop())
+
+function listeningLines (stdout: string): string[] {
+  return stdout.split('\n').filter((line) => line.includes('tower: listening on'))
+}
+
+t.test('--workers 4 without --redis is a one-line configuration error', async (t) => {
+  const cli = runCli(['--workers', '4'], { PORT: '0' })
+  t.same(await cli.exited, { code: 1, signal: null })
+  t.match(cli.stderr(), /^tower: --workers 4 needs --redis \(or TOWER_REDIS_URL\)[^\n]*\n$/)
+  const env = runCli([], { PORT: '0', TOWER_WORKERS: '2' })
+  t.same(await env.exited, { code: 1, signal: null })
+  t.match(env.stderr(), /^tower: TOWER_WORKERS 2 needs --redis/)
+})
+
+t.test('two workers on one port and one Redis: a notification reaches every stream; a killed worker is replaced', async (t) => {
+  const cli = runCli(['--workers', '2', '--redis', redis.url, '--redis-key', 'cluster1'], { PORT: '0' })
+  t.teardown(() => cli.child.kill('SIGKILL'))
+  await waitFor('two workers listening', () => listeningLines(cli.stdout()).length === 2, 30_000)
+  const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(listeningLines(cli.stdout())[0])?.[1])
+  t.ok(port > 0)
+  const pids = [...cli.stdout().matchAll(/tower: worker (\d+) started/g)].map((m) => Number(m[1]))
+  t.equal(pids.length, 2)
+
+  const streams: SseConnection[] = await Promise.all(Array.from({ length: 6 }, () => connect(port)))
+  for (const s of streams) await s.nextEvent(0)
+  const sent = JSON.parse((await notify(port, { type: 'ci', title: 'one', body: '' })).body)
+  await waitFor('every stream, on both workers, to get it', () => streams.every((s) => s.events.length === 2))
+  for (const s of streams) t.equal(JSON.parse(s.events[1].data).id, sent.id)
+  t.ok(sent.delivered >= 1 && sent.delivered <= 5, `delivered counts the streams of the worker that took the POST (${sent.delivered})`)
+
+  process.kill(pids[0], 'SIGKILL')
+  await cli.line(new RegExp(`worker ${pids[0]} died \\(SIGKILL\\); starting another`))
+  await waitFor('a replacement listening', () => listeningLines(cli.stdout()).length === 3, 30_000)
+  await waitFor('the dead worker\'s streams to end', () => streams.some((s) => s.isEnded()))
+  const open = streams.filter((s) => !s.isEnded())
+  t.ok(open.length >= 1 && open.length < 6, `${open.length} streams were on the surviving worker`)
+  const back = await Promise.all(streams.filter((s) => s.isEnded()).map(() => connect(port, '/api/events', { 'last-event-id': sent.id })))
+  for (const s of back) await s.nextEvent(0)
+  const second = JSON.parse((await notify(port, { type: 'ci', title: 'two', body: '' })).body)
+  await waitFor('the next notification everywhere', () => [...open, ...back].every((s) => s.events.some((e) => e.id === second.id)))
+  for (const s of back) t.same(s.events.filter((e) => e.event !== 'resync').map((e) => JSON.parse(e.data).title ?? 'connected'), ['connected', 'two'], 'resumed from its id: no resync, nothing twice')
+
+  cli.child.kill('SIGTERM')
+  t.same(await cli.exited, { code: 0, signal: null }, 'SIGTERM drains the workers and the primary exits 0')
+  for (const s of [...open, ...back]) s.destroy()
+})
+
+t.test('notify answers 503 + Retry-After while Redis is down, and accepts again when it is back', async (t) => {
+  const { app, port } = await startTower({ redis: redis.url, redisKey: 'notify503' })
+  t.teardown(() => app.close())
+  t.equal((await notify(port, { type: 'ci', title: 'before', body: '' })).status, 200)
+  await redis.kill()
+  await waitFor('the bus to be down', () => app.sse.stats().bus.state === 'down')
+  const refused = await notify(port, { type: 'ci', title: 'during', body: '' })
+  t.equal(refused.status, 503)
+  t.equal(refused.headers['retry-after'], '2')
+  t.equal(JSON.parse(refused.body).code, 'TOWER_SSE_BUS_UNAVAILABLE')
+  await redis.start()
+  await waitFor('the bus to be up', () => app.sse.stats().bus.state === 'up', 10_000)
+  t.equal((await notify(port, { type: 'ci', title: 'after', body: '' })).status, 200)
+})
