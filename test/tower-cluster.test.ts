@@ -1,12 +1,22 @@
 import t from 'tap'
+import type { TowerStats } from '../lib/tower/stats-route'
 import { startRedis, type RedisServer } from './fixtures/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
-import { notify, startTower } from './fixtures/tower'
+import { notify, request, startTower } from './fixtures/tower'
 import { runCli } from './fixtures/tower-cli'
 
 let redis: RedisServer
 t.before(async () => { redis = await startRedis() })
 t.teardown(() => redis.stop())
+
+/** GET /api/events/stats until `done` holds (instances report once a second), at most ~10 s. */
+async function statsUntil (port: number, done: (stats: TowerStats) => boolean): Promise<TowerStats> {
+  for (let i = 0; ; i++) {
+    const stats = JSON.parse((await request(port, 'GET', '/api/events/stats')).body) as TowerStats
+    if (done(stats) || i === 100) return stats
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
 
 function listeningLines (stdout: string): string[] {
   return stdout.split('\n').filter((line) => line.includes('tower: listening on'))
@@ -32,6 +42,10 @@ t.test('two workers on one port and one Redis: a notification reaches every stre
 
   const streams: SseConnection[] = await Promise.all(Array.from({ length: 6 }, () => connect(port)))
   for (const s of streams) await s.nextEvent(0)
+  const stats = await statsUntil(port, (s) => s.instances?.length === 2 && s.instances.reduce((sum, i) => sum + i.current, 0) === 6)
+  t.same(stats.instances?.map((i) => i.pid).sort(), [...pids].sort(), 'stats list both workers')
+  t.equal(stats.instances?.reduce((sum, i) => sum + i.current, 0), 6, 'whose streams add up to every open stream')
+  t.same(stats.instances?.map((i) => i.bus), ['up', 'up'])
   const sent = JSON.parse((await notify(port, { type: 'ci', title: 'one', body: '' })).body)
   await waitFor('every stream, on both workers, to get it', () => streams.every((s) => s.events.length === 2))
   for (const s of streams) t.equal(JSON.parse(s.events[1].data).id, sent.id)
@@ -64,6 +78,9 @@ t.test('notify answers 503 + Retry-After while Redis is down, and accepts again 
   t.equal(refused.status, 503)
   t.equal(refused.headers['retry-after'], '2')
   t.equal(JSON.parse(refused.body).code, 'TOWER_SSE_BUS_UNAVAILABLE')
+  const stats = JSON.parse((await request(port, 'GET', '/api/events/stats')).body) as TowerStats
+  t.equal(stats.bus.state, 'down', 'stats say the bus is down')
+  t.same(stats.instances?.map((i) => i.bus), ['down'], 'and list this instance alone while Redis cannot be read')
   await redis.start()
   await waitFor('the bus to be up', () => app.sse.stats().bus.state === 'up', 10_000)
   t.equal((await notify(port, { type: 'ci', title: 'after', body: '' })).status, 200)

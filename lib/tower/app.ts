@@ -1,5 +1,5 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import towerSse, { type TowerSseOptions } from '../index'
+import towerSse, { DEFAULTS, type TowerSseOptions } from '../index'
 import { notifyRoute } from './notify-route'
 import { staticAssets } from './static-assets'
 import { statsRoute } from './stats-route'
@@ -28,7 +28,8 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     initialEvent: (client) => ({ data: { type: 'connected', id: client.id } })
   })
   void app.register(notifyRoute)
-  void app.register(statsRoute)
+  const redis = options.sse?.redis
+  void app.register(statsRoute, { redis: typeof redis === 'string' ? redis : undefined, redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey })
   void app.register(staticAssets)
   return app
 }
