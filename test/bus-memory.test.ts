@@ -15,6 +15,8 @@ t.test('memory bus: frames are written inside broadcast()', async (t) => {
   t.equal(app.sse.stats().events, 1, 'delivered before broadcast() returned')
   t.equal(app.sse.lastEventId, (await result).id)
   t.equal(app.sse.stats().bus.kind, 'memory')
+  t.same([app.sse.size, app.sse.capacity, app.sse.hasRoom], [1, 200, true], 'the hub reads through to the registry')
+  t.ok(Object.isFrozen(app.sse), 'and cannot be patched to reach it')
   t.equal(app.sse.stats().bus.state, 'up')
   c.destroy()
 })
