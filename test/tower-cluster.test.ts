@@ -4,6 +4,7 @@ import { startRedis, type RedisServer } from './fixtures/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { notify, request, startTower } from './fixtures/tower'
 import { runCli } from './fixtures/tower-cli'
+import { parseConfig } from '../lib/tower/config'
 
 let redis: RedisServer
 t.before(async () => { redis = await startRedis() })
@@ -22,13 +23,14 @@ function listeningLines (stdout: string): string[] {
   return stdout.split('\n').filter((line) => line.includes('tower: listening on'))
 }
 
-t.test('--workers 4 without --redis is a one-line configuration error', async (t) => {
-  const cli = runCli(['--workers', '4'], { PORT: '0' })
-  t.same(await cli.exited, { code: 1, signal: null })
-  t.match(cli.stderr(), /^tower: --workers 4 needs --redis \(or TOWER_REDIS_URL\)[^\n]*\n$/)
-  const env = runCli([], { PORT: '0', TOWER_WORKERS: '2' })
-  t.same(await env.exited, { code: 1, signal: null })
-  t.match(env.stderr(), /^tower: TOWER_WORKERS 2 needs --redis/)
+t.test('--workers > 1 without --redis is a configuration error naming the setting (the CLI prints it as one line)', async (t) => {
+  t.throws(() => parseConfig(['--workers', '4'], {}), { name: 'TowerConfigError', message: /^--workers 4 needs --redis \(or TOWER_REDIS_URL\)/ })
+  t.throws(() => parseConfig([], { TOWER_WORKERS: '2' }), { message: /^TOWER_WORKERS 2 needs --redis/ })
+  t.throws(() => parseConfig(['--workers', '0', '--redis', redis.url], {}), { message: '--workers must be between 1 and 64, got 0' })
+  t.throws(() => parseConfig(['--redis', 'http://u:secret@host'], {}), { message: /^--redis: option "redis" must be a redis:\/\/ or rediss:\/\/ URL, or an ioredis client, got "http:\/\/\*\*\*@host"$/ })
+  const config = parseConfig([], { TOWER_WORKERS: '3', TOWER_REDIS_URL: redis.url })
+  t.same([config.workers, config.sse.redis], [3, redis.url], 'from the environment too')
+  t.equal(parseConfig([], {}).workers, 1, 'one process by default')
 })
 
 t.test('two workers on one port and one Redis: a notification reaches every stream; a killed worker is replaced', async (t) => {
