@@ -14,7 +14,7 @@ const FORBIDDEN_IN_FIELD = /[\r\n\0]/
 
 import { EventFieldError, RetryValueError, UnencodableDataError } from './errors'
 
-function checkField (name: string, value: string): void {
+export function checkField (name: string, value: string): void {
   if (typeof value !== 'string') {
     throw new EventFieldError(name, `be a string, got ${typeof value}`)
   }
@@ -24,7 +24,7 @@ function checkField (name: string, value: string): void {
 }
 
 /** The text of `data`: strings as they are, anything else as JSON. */
-function dataText (data: unknown): string {
+export function dataText (data: unknown): string {
   if (typeof data === 'string') return data
   const json = JSON.stringify(data)
   if (json === undefined) {
@@ -35,16 +35,21 @@ function dataText (data: unknown): string {
 
 /** One event as a frame: optional `id:` and `event:`, one `data:` line per line of data. */
 export function encodeEvent (event: EncodableEvent): Buffer {
+  return encodeText(dataText(event.data), event.event, event.id)
+}
+
+/** The same, from data already turned into text by dataText(). */
+export function encodeText (text: string, event: string | undefined, id: string | undefined): Buffer {
   let frame = ''
-  if (event.id !== undefined) {
-    checkField('id', event.id)
-    frame += `id: ${event.id}\n`
+  if (id !== undefined) {
+    checkField('id', id)
+    frame += `id: ${id}\n`
   }
-  if (event.event !== undefined) {
-    checkField('event', event.event)
-    frame += `event: ${event.event}\n`
+  if (event !== undefined) {
+    checkField('event', event)
+    frame += `event: ${event}\n`
   }
-  for (const line of dataText(event.data).split(LINE_BREAK)) {
+  for (const line of text.split(LINE_BREAK)) {
     frame += `data: ${line}\n`
   }
   return Buffer.from(frame + '\n', 'utf8')

@@ -49,6 +49,17 @@ export const RetryValueError = createError('TOWER_SSE_BAD_RETRY', 'tower-sse: re
 /** An invariant: admission must refuse before the registry is asked to hold one stream too many. */
 export const RegistryFullError = createError('TOWER_SSE_REGISTRY_FULL', 'tower-sse: registry is full; admission must refuse before add()', 500)
 
+/** broadcast() could not hand the event to the bus: it was NOT published (nothing is queued for later). */
+export const BusUnavailableError = createError<[string]>(
+  'TOWER_SSE_BUS_UNAVAILABLE', 'tower-sse: the event bus is unavailable, the event was not published: %s', 503)
+
+/** broadcast() after the plugin closed. */
+export const BusClosedError = createError(
+  'TOWER_SSE_BUS_CLOSED', 'tower-sse: the event bus is closed, the event was not published', 503)
+
+/** broadcast()'s idProperty is not an identifier, or the data cannot carry it. */
+export const BroadcastIdPropertyError = createError<[string]>('TOWER_SSE_BAD_ID_PROPERTY', 'tower-sse: broadcast idProperty %s', 500, TypeError)
+
 /** The `code` in the JSON body of a refusal (503, or 429 for perKey), by reason. */
 export const REFUSAL_CODES = Object.freeze({
   capacity: 'TOWER_SSE_CAPACITY',
@@ -112,6 +123,9 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_UNENCODABLE_DATA: UnencodableDataError,
   TOWER_SSE_BAD_RETRY: RetryValueError,
   TOWER_SSE_REGISTRY_FULL: RegistryFullError,
+  TOWER_SSE_BUS_UNAVAILABLE: BusUnavailableError,
+  TOWER_SSE_BUS_CLOSED: BusClosedError,
+  TOWER_SSE_BAD_ID_PROPERTY: BroadcastIdPropertyError,
   TOWER_CONFIG: TowerConfigError,
   TOWER_NOTIFY_INVALID: NotifyValidationError,
   TOWER_STATS_WINDOW: StatsWindowError,

@@ -9,6 +9,8 @@ import { takeOverClosingRequests } from './closing-takeover'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
+import { createBus } from './bus/index'
+import { hubOf, type SseHub } from './hub'
 import { SseRegistry } from './registry'
 import { SubscriptionError } from './errors'
 import { readSubscription, type Subscription } from './subscription'
@@ -16,25 +18,32 @@ import { TurnFlush } from './turn-flush'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The tower-sse registry: broadcast, size, capacity, stats() and the open clients. */
-    sse: SseRegistry
+    /** tower-sse's streams: broadcast, size, capacity, hasRoom, lastEventId, stats() and the open clients. */
+    sse: SseHub
   }
 }
 
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
-  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity)
+  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity, createBus(options, fastify.log), options.random)
+  await registry.start()
   const admission = new Admission(fastify, registry, activity, options)
   // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
   const turn = new TurnFlush()
   activity.admissionGauges = () => admission.gauges()
-  fastify.decorate('sse', registry)
+  fastify.decorate('sse', hubOf(registry))
   takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./metrics') as typeof import('./metrics')
-    const unregister = registerMetrics(options.metrics, registry, activity)
+    const busState = registry.bus.shared
+      ? () => {
+          const { state, lagMs, reads } = registry.bus.stats()
+          return { up: state === 'up', lagSeconds: lagMs / 1000, reads }
+        }
+      : undefined
+    const unregister = registerMetrics(options.metrics, registry, activity, busState)
     fastify.addHook('onClose', (_instance, hookDone) => {
       unregister()
       hookDone()
@@ -92,7 +101,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     clearInterval(heartbeatTimer)
     clearInterval(logTimer)
     activity.flush(fastify.log, registry.size)
-    hookDone()
+    registry.close().then(() => hookDone(), hookDone)
   })
 }
 
@@ -103,15 +112,18 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export {
-  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, EventFieldError,
-  UnencodableDataError, RetryValueError, RegistryFullError, TowerConfigError, NotifyValidationError, StatsWindowError,
-  TowerHostNotAllowedError, TowerCrossSiteError, TowerTokenRequiredError, TowerMetricsUnavailableError
+  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
+  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
+  TowerConfigError, NotifyValidationError, StatsWindowError, TowerHostNotAllowedError, TowerCrossSiteError,
+  TowerTokenRequiredError, TowerMetricsUnavailableError
 } from './errors'
-export type { TowerSseOptions, SseEventInit, SseClientInfo } from './options'
+export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './client-key'
 export { defaultKeyFn } from './client-key'
-export type { SseRegistry, SseStats, BroadcastOptions } from './registry'
+export type { SseStats, BroadcastOptions, BroadcastResult } from './registry'
+export type { SseHub } from './hub'
+export type { BusStats } from './bus/bus'
 export { encodeEvent, encodeRetry } from './encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

@@ -24,6 +24,16 @@ export interface SseClientInfo {
   readonly remoteAddress: string | undefined
 }
 
+/**
+ * An ioredis client, seen structurally so the types need no ioredis (an optional peer dependency).
+ * The app keeps owning it; the bus duplicates it for its blocking reader.
+ */
+export interface RedisClientLike {
+  readonly status: string
+  duplicate: (...args: never[]) => unknown
+  evalsha: (...args: never[]) => unknown
+}
+
 export interface TowerSseOptions {
   /** Route path of the event stream. */
   path?: string
@@ -83,9 +93,16 @@ export interface TowerSseOptions {
   random?: RandomSource
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
   metrics?: Registry
+  /**
+   * The Redis bus: a `redis://` / `rediss://` URL or an ioredis client. Every instance given the
+   * same Redis shares broadcasts, ids and history. Omitted: the in-memory bus (one process).
+   */
+  redis?: string | RedisClientLike
+  /** Prefix of the Redis keys (`<redisKey>:stream`, `<redisKey>:epoch`): one per event stream. */
+  redisKey?: string
 }
 
-type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics'
+type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis'
 export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> & Pick<TowerSseOptions, OptionalHooks>
 
 /** Every default in one place; the README's options table mirrors this object. */
@@ -113,11 +130,12 @@ export const DEFAULTS = Object.freeze({
   maxConnectsPerSecond: 0,
   connectBurst: 0,
   drainMs: 500,
-  stormConnectsPerMinute: 1000
+  stormConnectsPerMinute: 1000,
+  redisKey: 'tower-sse'
 })
 
 type IntegerRule = { min: number, max?: number }
-const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'>, IntegerRule> = {
+const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith' | 'redisKey'>, IntegerRule> = {
   maxClients: { min: 1 },
   retryMs: { min: 0 },
   retryJitterMs: { min: 0 },
@@ -148,7 +166,8 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
 const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
-const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics'])
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis'])
+const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
   const ok = typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min &&
@@ -198,6 +217,10 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   if (numbers.maxAgeMs + numbers.maxAgeJitterMs > 2 ** 31 - 1) {
     throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, 'small enough that maxAgeMs + maxAgeJitterMs fits a timer (2^31 - 1 ms)')
   }
+  const redisKey = pick('redisKey')
+  if (typeof redisKey !== 'string' || !REDIS_KEY.test(redisKey)) {
+    throw new TowerSseOptionError('redisKey', redisKey, '1-100 characters of A-Z a-z 0-9 _ . : - { }')
+  }
   const hook = <T>(name: typeof HOOKS[number], expected: string): T | undefined => {
     const value = given[name]
     if (value !== undefined && typeof value !== 'function') throw new TowerSseOptionError(name, value, expected)
@@ -207,6 +230,8 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     path,
     rejectWith,
     metrics: metricsRegistry(given.metrics),
+    redisKey,
+    redis: redisOption(given.redis),
     ...numbers,
     initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
@@ -225,6 +250,31 @@ function metricsRegistry (value: unknown): Registry | undefined {
     throw new TowerSseOptionError('metrics', value, 'a prom-client Registry (new Registry() or register)')
   }
   return value as Registry
+}
+
+function redisOption (value: unknown): string | RedisClientLike | undefined {
+  if (value === undefined) return undefined
+  if (typeof value === 'string') {
+    let url: URL | null = null
+    try { url = new URL(value) } catch {}
+    // Shown without the password a URL may carry.
+    const shown = value.replace(/\/\/[^@/]*@/, '//***@')
+    if (url === null || (url.protocol !== 'redis:' && url.protocol !== 'rediss:')) {
+      throw new TowerSseOptionError('redis', shown, 'a redis:// or rediss:// URL, or an ioredis client')
+    }
+    try {
+      require.resolve('ioredis')
+    } catch {
+      throw new TowerSseOptionError('redis', shown, 'usable: install ioredis (an optional peer dependency of tower-sse)')
+    }
+    return value
+  }
+  const client = value as Partial<Record<keyof RedisClientLike, unknown>> | null
+  if (typeof client !== 'object' || client === null || typeof client.duplicate !== 'function' ||
+    typeof client.evalsha !== 'function' || typeof client.status !== 'string') {
+    throw new TowerSseOptionError('redis', value, 'a redis:// or rediss:// URL, or an ioredis client')
+  }
+  return value as RedisClientLike
 }
 
 // Fastify passes its own register options (prefix, logLevel, …) through to the plugin.

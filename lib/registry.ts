@@ -1,29 +1,41 @@
 import type { ActivityLog, ActivityCounts, AdmissionGauges, ResumeOutcome } from './activity-log'
 import type { RefusalReason } from './admission'
+import type { Bus, BusEvent, BusStats, Published } from './bus/bus'
 import type { ClientStream, CloseReason } from './client-stream'
-import { encodeEvent, HEARTBEAT_FRAME } from './encoder'
-import { BroadcastTopicError, RegistryFullError } from './errors'
-import { formatEventId, newEpoch, type ParsedEventId } from './event-id'
-import { History } from './history'
+import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from './encoder'
+import { BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from './errors'
+import type { EventPosition, ParsedEventId } from './event-id'
+import { History, type HistoryEntry } from './history'
 import type { RandomSource } from './jitter'
 import type { SseClientInfo } from './options'
+import { Resumes } from './resume'
 import { isValidTopic } from './subscription'
 
 /** Drain batches are this far apart (fewer batches when there are fewer clients). */
 const DRAIN_STEP_MS = 50
+
+const ID_PROPERTY = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/
 
 export interface BroadcastOptions {
   /** The `event:` field; omitted means a plain `message`. */
   event?: string
   /** Only clients that subscribed to this topic (or to every event) receive it. */
   topic?: string
+  /**
+   * Put the event's id into the data under this property (data must be a plain object without
+   * it): the id is assigned by the bus, so this is how the data can carry the same id as `id:`.
+   */
+  idProperty?: string
 }
+
+/** What broadcast() resolves with. */
+export type BroadcastResult = Published
 
 export interface SseStats extends ActivityCounts, AdmissionGauges {
   current: number
   peak: number
   capacity: number
-  /** Broadcasts made so far, and how many of them history still holds for replay. */
+  /** Events delivered here so far, and how many of them the local ring still holds for replay. */
   events: number
   historyEvents: number
   historyBytes: number
@@ -37,6 +49,8 @@ export interface SseStats extends ActivityCounts, AdmissionGauges {
   broadcasts: number
   /** Frame bytes queued on streams (retry, events, heartbeats, replays; not headers, not refusals). */
   bytesSent: number
+  /** The bus: memory or redis, up or down, history reads made for resumes, delivery lag. */
+  bus: BusStats
 }
 
 /** Starts timing one broadcast; the function it returns ends it. */
@@ -49,21 +63,32 @@ export interface RegistryLimits {
 }
 
 /**
- * The bounded set of open streams, decorated as `fastify.sse`. It never holds more than
- * `capacity` and never closes a live client to make room: admission refuses instead.
+ * The bounded set of open streams. It never holds more than `capacity` and never closes a live
+ * client to make room: admission refuses instead. Broadcasts go through the bus; what the bus
+ * delivers is encoded once and fanned out here. Only `SseHub` (hub.ts) is public.
  */
-export class SseRegistry implements Iterable<SseClientInfo> {
+export class SseRegistry {
   readonly capacity: number
   private readonly clients = new Map<string, ClientStream>()
   private readonly perKey = new Map<string, number>()
-  private readonly history: History
-  private readonly epoch = newEpoch()
+  history: History
+  private readonly resumes: Resumes
+  private last: { id: string, position: EventPosition } | null = null
+  private eventsDelivered = 0
   private peakSize = 0
   private broadcastTimer: BroadcastTimer | null = null
 
-  constructor (limits: RegistryLimits, private readonly activity: ActivityLog) {
+  constructor (private readonly limits: RegistryLimits, private readonly activity: ActivityLog, readonly bus: Bus, random: RandomSource) {
     this.capacity = limits.capacity
-    this.history = new History(limits.historyMaxEvents, limits.historyMaxBytes)
+    this.history = new History(limits.historyMaxEvents, limits.historyMaxBytes, null)
+    this.resumes = new Resumes(this, random)
+  }
+
+  /** Subscribes to the bus: from then on every event it delivers is fanned out here. */
+  async start (): Promise<void> {
+    const from = await this.bus.subscribe((event) => this.deliver(event))
+    this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, from.floor)
+    this.last ??= from.last
   }
 
   get size (): number {
@@ -79,19 +104,18 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     return this.perKey.get(key) ?? 0
   }
 
-  /** The id of the newest broadcast, or null before the first. */
+  /** The id of the newest event delivered here, or null before the first. */
   get lastEventId (): string | null {
-    return this.history.lastSeq === 0 ? null : formatEventId(this.epoch, this.history.lastSeq)
+    return this.last === null ? null : this.last.id
   }
 
-  /** The id the next broadcast will get: read it just before broadcasting to put the id in the data too. */
-  get nextEventId (): string {
-    return formatEventId(this.epoch, this.history.nextSeq)
+  lastPosition (): EventPosition | null {
+    return this.last === null ? null : this.last.position
   }
 
   /**
-   * Admits an opened stream and, if it resumes from `lastEventId`, queues what it missed — in the
-   * same tick, so no broadcast can fall between replay and live events.
+   * Admits an opened stream and, if it resumes from `lastEventId`, replays what it missed: from
+   * the ring in the same tick, or after one shared bus read with its live events held meanwhile.
    */
   add (client: ClientStream, lastEventId: ParsedEventId | null): void {
     if (!this.hasRoom) throw new RegistryFullError()
@@ -100,32 +124,24 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     if (this.clients.size > this.peakSize) this.peakSize = this.clients.size
     this.activity.count('accepted')
     this.activity.observeSize(this.clients.size)
-    if (lastEventId !== null) this.resume(client, lastEventId)
+    if (lastEventId !== null) this.resumes.start(client, lastEventId)
     else this.activity.resumed('fresh', 0)
   }
 
-  private resume (client: ClientStream, from: ParsedEventId): void {
-    const result = from.epoch === this.epoch ? this.history.since(from.seq) : { kind: 'resync', reason: 'unknown' } as const
-    if (result.kind === 'replay') {
-      let replayed = 0
-      for (const entry of result.entries) {
-        if (!client.wants(entry.topic)) continue
-        if (!client.write(entry.frame)) break
-        replayed++
-      }
-      this.activity.resumed('replayed', replayed)
-      return
-    }
-    this.activity.resumed('resync', 0)
-    // Too far behind (or not one of our ids): say so, rather than leave a silent gap. The id moves
-    // the client's Last-Event-ID to now, so its next reconnect resumes from here.
+  /** How a resume ended, for stats() and metrics (called by Resumes). */
+  resumed (outcome: ResumeOutcome, replayedEvents: number): void {
+    this.activity.resumed(outcome, replayedEvents)
+  }
+
+  resyncFrame (reason: string): Buffer {
     const latest = this.lastEventId
-    client.write(encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason: result.reason, lastEventId: latest } }))
+    return encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason, lastEventId: latest } })
   }
 
   /** Called once per client when its stream is over, whoever ended it. */
   readonly remove = (client: ClientStream, reason: CloseReason): void => {
     if (!this.clients.delete(client.id)) return
+    this.resumes.forget(client)
     const left = this.countForKey(client.key) - 1
     if (left > 0) this.perKey.set(client.key, left)
     else this.perKey.delete(client.key)
@@ -139,25 +155,49 @@ export class SseRegistry implements Iterable<SseClientInfo> {
   }
 
   /**
-   * Sends one event to every open stream that wants it: given the next id, encoded once into a
-   * Buffer that history and every client share, queued without waiting on any client.
-   * Returns how many clients it was queued for.
+   * Publishes one event through the bus. Everything is checked here, before the bus has it, so no
+   * instance can fail to encode it later. Resolves with the id the bus assigned and how many
+   * streams of this instance it was queued for (memory bus: already resolved, frames written).
    */
-  broadcast (data: unknown, options: BroadcastOptions = {}): number {
-    const { event, topic } = options
-    if (topic !== undefined && !isValidTopic(topic)) {
-      throw new BroadcastTopicError(JSON.stringify(topic))
+  broadcast (data: unknown, options: BroadcastOptions = {}): Promise<BroadcastResult> {
+    const { event, topic, idProperty } = options
+    try {
+      if (topic !== undefined && !isValidTopic(topic)) {
+        throw new BroadcastTopicError(JSON.stringify(topic))
+      }
+      if (event !== undefined) checkField('event', event)
+      const text = dataText(data)
+      if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
+      return this.bus.publish({ data: text, event, topic, idProperty })
+    } catch (error) {
+      return Promise.reject(error)
     }
+  }
+
+  /**
+   * The bus's one delivery callback: encodes the event once into a Buffer that history and every
+   * client share and queues it without waiting on any client. Returns how many took it.
+   */
+  private deliver (event: BusEvent): number {
     const timed = this.broadcastTimer?.()
-    const frame = encodeEvent({ data, event, id: formatEventId(this.epoch, this.history.nextSeq) })
-    this.history.push(frame, topic)
+    const entry = this.frameOf(event)
+    this.history.push(entry)
+    this.last = event
+    this.eventsDelivered++
+    const { topic, frame } = entry
     let delivered = 0
     for (const client of this.clients.values()) {
+      if (this.resumes.active && this.resumes.intercept(client, entry)) continue
       if (client.wants(topic) && client.write(frame)) delivered++
     }
     this.activity.broadcasts++
     timed?.()
     return delivered
+  }
+
+  frameOf (event: BusEvent): HistoryEntry {
+    const text = event.idProperty === undefined ? event.data : withId(event.data, event.idProperty, event.id)
+    return { position: event.position, topic: event.topic, frame: encodeText(text, event.event, event.id) }
   }
 
   /** One heartbeat for everyone: a comment frame, skipping backpressured clients, sweeping dead ones. */
@@ -207,7 +247,7 @@ export class SseRegistry implements Iterable<SseClientInfo> {
       peak: this.peakSize,
       capacity: this.capacity,
       ...this.activity.totals,
-      events: this.history.lastSeq,
+      events: this.eventsDelivered,
       historyEvents: this.history.size,
       historyBytes: this.history.byteLength,
       refusals: { ...refusals },
@@ -215,7 +255,8 @@ export class SseRegistry implements Iterable<SseClientInfo> {
       replayedEvents,
       broadcasts,
       bytesSent: this.bytesSent,
-      ...this.activity.admissionGauges()
+      ...this.activity.admissionGauges(),
+      bus: this.bus.stats()
     }
   }
 
@@ -226,7 +267,27 @@ export class SseRegistry implements Iterable<SseClientInfo> {
     }
   }
 
-  [Symbol.iterator] (): IterableIterator<SseClientInfo> {
-    return this.clientsInfo()
+  /** Stops the bus and any resume still waiting on it; the streams are drained separately. */
+  async close (): Promise<void> {
+    this.resumes.close()
+    await this.bus.close()
   }
+}
+
+function checkIdProperty (name: string, data: unknown, text: string): void {
+  if (!ID_PROPERTY.test(name)) {
+    throw new BroadcastIdPropertyError(`must be an identifier of at most 64 characters, got ${JSON.stringify(name)}`)
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data) || !text.startsWith('{')) {
+    throw new BroadcastIdPropertyError('needs data that is a plain object')
+  }
+  if (Object.hasOwn(data, name)) {
+    throw new BroadcastIdPropertyError(`would set ${JSON.stringify(name)}, which the data already has`)
+  }
+}
+
+/** `{"<name>":"<id>", …rest of the object}`: the JSON text of the data with the id first. */
+function withId (text: string, name: string, id: string): string {
+  const head = `{${JSON.stringify(name)}:${JSON.stringify(id)}`
+  return text === '{}' ? `${head}}` : `${head},${text.slice(1)}`
 }

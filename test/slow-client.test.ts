@@ -19,7 +19,7 @@ t.test('a client that stops reading is dropped at its budget while 100 others ke
   const event = 'e'.repeat(4096)
   let frameBytes = 0
   for (let i = 0; i < 2000; i++) {
-    const delivered = app.sse.broadcast(event)
+    const { delivered } = await app.sse.broadcast(event)
     if (i === 0) frameBytes = Buffer.byteLength(`id: ${app.sse.lastEventId}\ndata: ${event}\n\n`)
     if (delivered < 100) t.fail(`broadcast ${i} reached only ${delivered} clients`)
     if (i % 20 === 19) await new Promise((resolve) => setImmediate(resolve))

@@ -119,18 +119,18 @@ t.test('broadcast: encoded once, delivered to every client, returns the count', 
   t.teardown(() => app.close())
   const conns = await Promise.all(Array.from({ length: 5 }, () => connect(port)))
   await waitFor('5 streams', () => app.sse.size === 5)
-  t.equal(app.sse.broadcast({ hello: 'world' }), 5)
-  t.equal(app.sse.broadcast('line one\nline two', { event: 'note' }), 5)
+  t.equal((await app.sse.broadcast({ hello: 'world' })).delivered, 5)
+  t.equal((await app.sse.broadcast('line one\nline two', { event: 'note' })).delivered, 5)
   await waitFor('both events everywhere', () => conns.every((c) => c.events.length === 2))
   for (const c of conns) {
     t.same(JSON.parse(c.events[0].data), { hello: 'world' })
     t.equal(c.events[1].event, 'note')
     t.equal(c.events[1].data, 'line one\nline two')
   }
-  t.throws(() => app.sse.broadcast('x', { event: 'bad\nevent: injected' }), { code: 'TOWER_SSE_BAD_FIELD' })
+  await t.rejects(app.sse.broadcast('x', { event: 'bad\nevent: injected' }), { code: 'TOWER_SSE_BAD_FIELD' })
   for (const c of conns) c.destroy()
   await waitFor('all gone', () => app.sse.size === 0)
-  t.equal(app.sse.broadcast('nobody'), 0)
+  t.equal((await app.sse.broadcast('nobody')).delivered, 0)
 })
 
 t.test('a client over its byte budget is dropped while others keep receiving', async (t) => {

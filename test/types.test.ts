@@ -2,7 +2,7 @@
 // module shapes that CommonJS, ESM and TypeScript consumers rely on.
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { towerSse as named, type SseStats, type TowerSseOptions } from '../lib/index'
+import towerSse, { towerSse as named, type BroadcastResult, type SseStats, type TowerSseOptions } from '../lib/index'
 
 const good: TowerSseOptions = { maxClients: 10, initialEvent: (client) => ({ data: { id: client.id } }) }
 // @ts-expect-error maxClients is a number
@@ -15,11 +15,15 @@ void unknown
 t.test('fastify.sse is typed through declaration merging', async (t) => {
   const app = Fastify()
   await app.register(towerSse, good)
-  const delivered: number = app.sse.broadcast({ a: 1 }, { event: 'x' })
+  const { id, delivered }: BroadcastResult = await app.sse.broadcast({ a: 1 }, { event: 'x' })
   const stats: SseStats = app.sse.stats()
   // @ts-expect-error broadcast options are checked
-  app.sse.broadcast('x', { evnt: 'typo' })
+  void app.sse.broadcast('x', { evnt: 'typo' })
+  // @ts-expect-error the registry's own methods are not part of fastify.sse
+  const internal: unknown = app.sse.add
   t.equal(delivered, 0)
+  t.match(id, /^[0-9a-z]+-1$/)
+  t.equal(internal, undefined, 'nor are they reachable at run time')
   t.equal(stats.capacity, 10)
   await app.close()
 })

@@ -11,6 +11,7 @@ import path from 'node:path'
 import Fastify from 'fastify'
 import towerSse from '../../lib/index'
 import { encodeEvent } from '../../lib/encoder'
+import { registryOf } from '../../lib/hub'
 import { Histogram } from '../lib/histogram'
 import { markdownTable } from '../lib/markdown-table'
 import { repoRoot } from '../lib/repo-root'
@@ -47,11 +48,11 @@ async function main (): Promise<void> {
     sockets.push(socket)
   }
   while (app.sse.size < clients) await new Promise((resolve) => setTimeout(resolve, 10))
-  const writers = [...(app.sse as unknown as { clients: Map<string, Writer> }).clients.values()]
+  const writers = [...(registryOf(app.sse) as unknown as { clients: Map<string, Writer> }).clients.values()]
 
   const payload = { type: 'notification', title: 'build finished', body: 'x'.repeat(80), ts: 0 }
   let seq = 0
-  const once = (): void => { app.sse.broadcast({ ...payload, ts: Date.now() }) }
+  const once = (): void => { void app.sse.broadcast({ ...payload, ts: Date.now() }) }
   const perClient = (): void => {
     const data = { ...payload, ts: Date.now() }
     seq++

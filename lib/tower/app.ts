@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Registry } from 'prom-client'
 import { TowerMetricsUnavailableError } from '../errors'
-import towerSse, { type TowerSseOptions } from '../index'
+import towerSse, { DEFAULTS, type TowerSseOptions } from '../index'
 import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
 import { DEFAULT_ALLOWED_HOSTS, guardRequests } from './request-guard'
@@ -88,7 +88,8 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     void app.register(metricsRoute, { registry: metrics })
   }
   void app.register(notifyRoute)
-  void app.register(statsRoute)
+  const redis = options.sse?.redis
+  void app.register(statsRoute, { redis: typeof redis === 'string' ? redis : undefined, redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey })
   void app.register(staticAssets)
   return app
 }

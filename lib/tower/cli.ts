@@ -1,6 +1,8 @@
 #!/usr/bin/env node
+import cluster from 'node:cluster'
 import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
+import { runPrimary } from './cluster'
 import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
 
@@ -41,6 +43,10 @@ async function main (): Promise<void> {
   const config = parseConfig(process.argv.slice(2), process.env)
   if (config.help) {
     process.stdout.write(usage())
+    return
+  }
+  if (config.workers > 1 && cluster.isPrimary) {
+    runPrimary({ workers: config.workers, stopWithinMs: config.limits.drainMs + CLOSE_MARGIN_MS * 2, say: (line) => process.stdout.write(`${line}\n`), fail })
     return
   }
   const app = buildTower({

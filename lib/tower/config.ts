@@ -18,6 +18,8 @@ export interface TowerConfig {
   token: string | undefined
   requestTimeoutMs: number
   help: boolean
+  /** Processes on node:cluster sharing the port; more than one needs the Redis bus. */
+  workers: number
 }
 
 export { TowerConfigError }
@@ -25,6 +27,7 @@ export { TowerConfigError }
 export const DEFAULT_HOST = '127.0.0.1'
 export const DEFAULT_PORT = 4100
 const ENV_PREFIX = 'TOWER_SSE_'
+const MAX_WORKERS = 64
 
 type PluginOption = keyof typeof DEFAULTS
 
@@ -95,7 +98,7 @@ const TOWER_SETTINGS = [
 
 /** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
 function readFlags (argv: readonly string[]): { values: Map<string, string>, help: boolean } {
-  const known = new Set(['--host', '--port', ...TOWER_SETTINGS.map((setting) => setting.flag), ...OPTION_SPECS.map((spec) => spec.flag)])
+  const known = new Set(['--host', '--port', '--workers', '--redis', ...TOWER_SETTINGS.map((setting) => setting.flag), ...OPTION_SPECS.map((spec) => spec.flag)])
   const values = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -158,6 +161,19 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
 
   const sse: Record<string, unknown> = {}
   const sources = new Map<string, string>()
+  const redisText = pickText('--redis', 'TOWER_REDIS_URL')
+  if (redisText !== undefined) {
+    sse.redis = redisText.text
+    sources.set('redis', redisText.source)
+  }
+  const workersText = pickText('--workers', 'TOWER_WORKERS')
+  const workers = workersText === undefined ? 1 : parseInteger(workersText.source, workersText.text)
+  if (workersText !== undefined && (workers < 1 || workers > MAX_WORKERS)) {
+    throw new TowerConfigError(`${workersText.source} must be between 1 and ${MAX_WORKERS}, got ${workers}`)
+  }
+  if (workers > 1 && redisText === undefined) {
+    throw new TowerConfigError(`${workersText?.source ?? 'workers'} ${workers} needs --redis (or TOWER_REDIS_URL): without a shared bus each worker would see only its own streams`)
+  }
   for (const spec of OPTION_SPECS) {
     const given = pickText(spec.flag, spec.env)
     if (given === undefined) continue
@@ -176,7 +192,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
     allowedHosts,
     token: tokenText === undefined ? undefined : parseToken(tokenText.source, tokenText.text),
     requestTimeoutMs: timeoutText === undefined ? TOWER_DEFAULTS.requestTimeoutMs : parseTimeout(timeoutText.source, timeoutText.text),
-    help
+    help,
+    workers
   }
 }
 
@@ -200,6 +217,8 @@ export function usage (): string {
   const rows: Array<[string, string, string]> = [
     ['--host <host>', 'HOST', DEFAULT_HOST],
     ['--port <integer>', 'PORT', String(DEFAULT_PORT)],
+    ['--workers <integer>', 'TOWER_WORKERS', '1'],
+    ['--redis <url>', 'TOWER_REDIS_URL', 'none (memory bus)'],
     ...TOWER_SETTINGS.map((setting): [string, string, string] => [`${setting.flag} ${setting.value}`, setting.env, setting.default]),
     ...OPTION_SPECS.map((spec): [string, string, string] =>
       [`${spec.flag} <${spec.integer ? 'integer' : 'string'}>`, spec.env, String(DEFAULTS[spec.key])])

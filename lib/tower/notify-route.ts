@@ -60,6 +60,13 @@ function describeError (error: FastifySchemaValidationError, dataVar: string): s
 }
 
 const BODY_LIMIT_BYTES = 16 * 1024
+/** Redis reconnects with a backoff capped at a few seconds: a producer retrying after this finds it back. */
+const BUS_DOWN_RETRY_AFTER_SECONDS = 2
+
+function isBusDown (error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === 'TOWER_SSE_BUS_UNAVAILABLE' || code === 'TOWER_SSE_BUS_CLOSED'
+}
 
 /**
  * POST /api/notify: validates one notification and broadcasts it to every open stream as one
@@ -71,17 +78,22 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
     bodyLimit: BODY_LIMIT_BYTES,
     schema: { body: bodySchema },
     schemaErrorFormatter: (errors, dataVar) => new NotifyValidationError(errors.map((e) => describeError(e, dataVar)).join('; '))
-  }, async (request) => {
+  }, async (request, reply) => {
     const { workspace } = request.body
     if (workspace !== undefined && !isValidTopic(workspace)) {
       const message = `body/workspace must be 1-64 characters of A-Z a-z 0-9 _ . : - (it is the event's topic), got ${JSON.stringify(workspace)}`
       throw new NotifyValidationError(message)
     }
-    // Synchronous from here to broadcast, so the id read now is the one the event gets.
-    const notification: SentNotification = { id: fastify.sse.nextEventId, ...request.body }
-    // The one place where a notification's workspace becomes the plugin's topic.
-    const delivered = fastify.sse.broadcast(notification, { topic: workspace })
-    return { id: notification.id, delivered }
+    // The bus assigns the id, so the plugin puts it into the data as `id` (SentNotification) when it
+    // encodes the event: the notification's id is its SSE `id:` on every instance. The workspace
+    // becomes the plugin's topic here and nowhere else.
+    try {
+      return await fastify.sse.broadcast(request.body, { topic: workspace, idProperty: 'id' })
+    } catch (error) {
+      // Not published, and nothing queued: the producer may simply post it again later.
+      if (isBusDown(error)) void reply.header('retry-after', String(BUS_DOWN_RETRY_AFTER_SECONDS))
+      throw error
+    }
   })
   done()
 }

@@ -1,9 +1,17 @@
 import type { FastifyPluginCallback } from 'fastify'
 import { StatsWindow, type WindowSnapshot } from './stats-window'
 import type { SseStats } from '../registry'
+import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
 
-export type TowerStats = SseStats & WindowSnapshot
+/** With the Redis bus, `instances` lists every live instance (this one first) with its counts and bus state. */
+export type TowerStats = SseStats & WindowSnapshot & { instances?: InstanceStats[] }
+
+export interface StatsRouteOptions {
+  /** The Redis the bus uses: instances report to it once a second. */
+  redis?: string
+  redisKey: string
+}
 
 const SAMPLE_EVERY_MS = 1000
 
@@ -11,17 +19,24 @@ const SAMPLE_EVERY_MS = 1000
  * GET /api/events/stats: the plugin's counters plus connects and rejects over the last minute,
  * sampled once a second by one unref'd timer that onClose clears.
  */
-export const statsRoute: FastifyPluginCallback = (fastify, _options, done) => {
+export const statsRoute: FastifyPluginCallback<StatsRouteOptions> = (fastify, options, done) => {
   const recent = new StatsWindow(() => fastify.sse.stats())
-  const timer = setInterval(() => recent.sample(), SAMPLE_EVERY_MS).unref()
+  const board = options.redis === undefined ? null : new InstanceBoard(options.redis, options.redisKey, () => fastify.sse.stats())
+  const timer = setInterval(() => {
+    recent.sample()
+    board?.report().catch(() => undefined)
+  }, SAMPLE_EVERY_MS).unref()
   fastify.addHook('onClose', (_instance, hookDone) => {
     clearInterval(timer)
-    hookDone()
+    if (board === null) hookDone()
+    else board.close().then(() => hookDone(), hookDone)
   })
 
   fastify.get<{ Reply: TowerStats }>(TOWER_ROUTES.stats, async (_request, reply) => {
     void reply.header('cache-control', 'no-store')
-    return { ...fastify.sse.stats(), ...recent.snapshot() }
+    const stats: TowerStats = { ...fastify.sse.stats(), ...recent.snapshot() }
+    if (board !== null) stats.instances = await board.list()
+    return stats
   })
   done()
 }

@@ -32,7 +32,7 @@ export async function startTowerSseWith (
   return {
     port,
     size: () => app.sse.size,
-    broadcast: (event: BenchEvent) => { app.sse.broadcast(event) },
+    broadcast: (event: BenchEvent) => { void app.sse.broadcast(event) },
     close: () => app.close()
   }
 }

@@ -1,0 +1,76 @@
+import type { EventPosition } from '../event-id'
+
+/**
+ * The seam between the hub (who is connected here) and where events come from. A broadcast is
+ * published to the bus, which assigns its position; every instance's one subscriber receives
+ * every event, in position order, exactly once, and fans it out to its own streams. The bus owns
+ * ids and positions; the hub only compares them.
+ */
+
+/** One event as published: everything an instance needs to encode the frame itself. */
+export interface BusMessage {
+  /** The text of the `data:` field(s), already checked by the hub. */
+  readonly data: string
+  readonly event?: string
+  readonly topic?: string
+  /** Put the assigned id into the (JSON object) data under this property when encoding. */
+  readonly idProperty?: string
+}
+
+/** One event as delivered: the message plus the position and id the bus gave it. */
+export interface BusEvent extends BusMessage {
+  readonly position: EventPosition
+  /** The SSE `id:` (opaque to clients, formatted from the position). */
+  readonly id: string
+}
+
+/** What publish resolves with: the id it was given and how many streams of this instance took it. */
+export interface Published {
+  id: string
+  delivered: number
+}
+
+export type BusRead =
+  | { kind: 'events', events: BusEvent[] }
+  /** The bus no longer holds (or never held) the position: the client must resync. */
+  | { kind: 'gone', reason: 'too-old' | 'unknown' }
+
+export interface BusStats {
+  kind: 'memory' | 'redis'
+  /** 'down' while the bus cannot publish or read; streams stay open meanwhile. */
+  state: 'up' | 'down'
+  /** Events delivered to this instance's subscriber so far. */
+  delivered: number
+  /** History reads the bus made for resuming clients (one per shared range). */
+  reads: number
+  /** Milliseconds between the newest delivered event's publication and its delivery here. */
+  lagMs: number
+}
+
+/** Called once per event, in order; returns how many local streams it was written to. */
+export type Deliver = (event: BusEvent) => number
+
+/** Where the hub's history starts when an instance joins the bus. */
+export interface StartPoint {
+  /** Every event after this position will be delivered here (null: unknown, resumes resync). */
+  floor: EventPosition | null
+  /** The newest event so far, for lastEventId and resyncs (null: none yet). */
+  last: { id: string, position: EventPosition } | null
+}
+
+export interface Bus {
+  /** Whether other instances publish too: a client may then come back with an id this instance has not delivered yet. */
+  readonly shared: boolean
+  /** Registers this instance's one delivery callback; resolves once the bus can publish. */
+  subscribe (deliver: Deliver): Promise<StartPoint>
+  /** Assigns the next position; resolves once the bus has the event and this instance has delivered it. */
+  publish (message: BusMessage): Promise<Published>
+  /**
+   * Events after `after` up to and including `upTo`, from the bus's own history. The hub asks only
+   * a shared bus: a bus that is not shared has no history beyond the hub's ring.
+   */
+  read (after: EventPosition, upTo: EventPosition): Promise<BusRead>
+  stats (): BusStats
+  /** Stops delivering; publishes after this reject. */
+  close (): Promise<void>
+}

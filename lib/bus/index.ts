@@ -1,0 +1,18 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Redis } from 'ioredis'
+import type { NormalizedOptions } from '../options'
+import type { Bus } from './bus'
+import { MemoryBus } from './memory'
+import { RedisBus } from './redis'
+
+/** The one place that picks the bus: Redis when the `redis` option is set, else memory. */
+export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): Bus {
+  if (options.redis === undefined) return new MemoryBus()
+  return new RedisBus({
+    redis: options.redis as string | Redis,
+    key: options.redisKey,
+    historyMaxEvents: options.historyMaxEvents,
+    random: options.random,
+    log: { warn: (msg) => log.warn(msg), info: (msg) => log.info(msg) }
+  })
+}

@@ -1,0 +1,46 @@
+import type { SseClientInfo } from './options'
+import type { BroadcastOptions, BroadcastResult, SseRegistry, SseStats } from './registry'
+
+/**
+ * `fastify.sse`: what an application may do with tower-sse's streams. The registry behind it
+ * (add, remove, drain, heartbeat, …) stays the plugin's own.
+ */
+export interface SseHub extends Iterable<SseClientInfo> {
+  /**
+   * Sends one event to every stream that wants it, on every instance sharing the bus. Resolves
+   * with the id the bus assigned and how many streams of this instance it was queued for; with
+   * the memory bus the frames are written before it returns. Rejects (`TOWER_SSE_BUS_UNAVAILABLE`)
+   * when the bus cannot take the event: nothing is queued for later.
+   */
+  broadcast: (data: unknown, options?: BroadcastOptions) => Promise<BroadcastResult>
+  /** Open streams on this instance. */
+  readonly size: number
+  readonly capacity: number
+  /** Whether one more stream would be admitted by capacity alone. */
+  readonly hasRoom: boolean
+  /** The id of the newest event delivered here, or null before the first. */
+  readonly lastEventId: string | null
+  stats: () => SseStats
+}
+
+/** Each hub's registry, for the plugin's own benchmarks only (not exported from the package). */
+const registries = new WeakMap<SseHub, SseRegistry>()
+
+export function registryOf (hub: SseHub): SseRegistry | undefined {
+  return registries.get(hub)
+}
+
+/** The public face of a registry: a frozen object holding no reference a user could reach past. */
+export function hubOf (registry: SseRegistry): SseHub {
+  const hub: SseHub = Object.freeze({
+    broadcast: (data: unknown, options?: BroadcastOptions) => registry.broadcast(data, options),
+    get size () { return registry.size },
+    get capacity () { return registry.capacity },
+    get hasRoom () { return registry.hasRoom },
+    get lastEventId () { return registry.lastEventId },
+    stats: () => registry.stats(),
+    [Symbol.iterator]: () => registry.clientsInfo()
+  })
+  registries.set(hub, registry)
+  return hub
+}

@@ -1,0 +1,165 @@
+import type { ResumeOutcome } from './activity-log'
+import type { Bus, BusEvent, BusRead } from './bus/bus'
+import { SingleFlight } from './bus/single-flight'
+import type { ClientStream } from './client-stream'
+import { comparePositions, formatEventId, type EventPosition } from './event-id'
+import type { History, HistoryEntry } from './history'
+
+/** A client whose replay is not written yet, or who is ahead of this instance. */
+type Replay = { kind: 'entries', entries: HistoryEntry[] } | Extract<BusRead, { kind: 'gone' }>
+
+interface Pending {
+  /** The newest position the client has: live events up to it are not written again. */
+  after: EventPosition
+  /** Live events held while the replay is read (null: not waiting, only skipping up to `after`). */
+  held: HistoryEntry[] | null
+}
+
+/** What the hub lends the resume logic. */
+export interface ResumeHost {
+  readonly history: History
+  readonly bus: Bus
+  /** The newest position delivered here, or null before the first. */
+  lastPosition (): EventPosition | null
+  /** The frame of a bus event as every client gets it (encoded once per instance). */
+  frameOf (event: BusEvent): HistoryEntry
+  /** `event: resync` with the newest id, for a client whose gap cannot be filled. */
+  resyncFrame (reason: string): Buffer
+  /** Counts how a resume ended (stats().resumes; a client that leaves while its read is under way is not counted). */
+  resumed (outcome: ResumeOutcome, replayedEvents: number): void
+}
+
+/** A failed bus read is tried again this long later (± half), while the client stays connected. */
+const RETRY_READ_MS = 1000
+
+/**
+ * Resuming from Last-Event-ID: from the local ring when it covers the gap, else one shared bus
+ * read per range. While a read is under way the client's live events are held, then written
+ * after the replay, so none overtakes or duplicates a replayed one (mercure's localsubscriber).
+ */
+export class Resumes {
+  private readonly pending = new Map<ClientStream, Pending>()
+  private readonly flights = new SingleFlight<Replay>()
+  private readonly retries = new Set<NodeJS.Timeout>()
+
+  constructor (private readonly host: ResumeHost, private readonly random: () => number) {}
+
+  /** Whether any client needs intercept() at all (the fan-out loop skips the lookup otherwise). */
+  get active (): boolean {
+    return this.pending.size !== 0
+  }
+
+  /** In the fan-out: true when `entry` must not be written to `client` now (held, or it has it). */
+  intercept (client: ClientStream, entry: HistoryEntry): boolean {
+    const pending = this.pending.get(client)
+    if (pending === undefined) return false
+    if (pending.held !== null) {
+      pending.held.push(entry)
+      return true
+    }
+    if (entry.position.epoch === pending.after.epoch && comparePositions(entry.position, pending.after) <= 0) return true
+    this.pending.delete(client)
+    return false
+  }
+
+  forget (client: ClientStream): void {
+    this.pending.delete(client)
+  }
+
+  start (client: ClientStream, from: EventPosition): void {
+    const local = this.host.history.since(from)
+    if (local.kind === 'replay') {
+      this.host.resumed('replayed', writeAll(client, local.entries))
+      return
+    }
+    if (!this.host.bus.shared) {
+      // One process: the ring is the whole history.
+      this.host.resumed('resync', 0)
+      client.write(this.host.resyncFrame(local.kind === 'miss' ? local.reason : 'unknown'))
+      return
+    }
+    if (local.kind === 'ahead') {
+      // It has seen events this instance has not delivered yet: skip them when they come.
+      this.host.resumed('replayed', 0)
+      this.pending.set(client, { after: from, held: null })
+      return
+    }
+    const last = this.host.lastPosition()
+    const upTo = last !== null && last.epoch === from.epoch && comparePositions(last, from) > 0 ? last : from
+    this.pending.set(client, { after: from, held: [] })
+    this.await(client, from, upTo)
+  }
+
+  private await (client: ClientStream, from: EventPosition, upTo: EventPosition): void {
+    // Keyed by the whole range: a client joining later shares the read only if nothing new was
+    // delivered since. The frames are encoded once per read, not once per client.
+    this.flights.run(`${formatEventId(from)}>${formatEventId(upTo)}`, async () => {
+      const read = await this.host.bus.read(from, upTo)
+      if (read.kind === 'gone') return read
+      const entries = read.events.map((event) => this.host.frameOf(event))
+      this.host.history.extendBack(from, entries)
+      return { kind: 'entries', entries } as const
+    }).then(
+      (read) => this.finish(client, from, upTo, read),
+      () => {
+        if (!this.pending.has(client)) return
+        // The bus is down: the stream stays open (heartbeats go on) and the read is tried again.
+        const timer = setTimeout(() => {
+          this.retries.delete(timer)
+          if (this.pending.has(client)) this.await(client, from, upTo)
+        }, RETRY_READ_MS * (0.5 + this.random()))
+        timer.unref()
+        this.retries.add(timer)
+      }
+    )
+  }
+
+  private finish (client: ClientStream, from: EventPosition, upTo: EventPosition, read: Replay): void {
+    const pending = this.pending.get(client)
+    // Gone meanwhile (remove() forgot it), or already finished by an earlier read.
+    if (pending === undefined) return
+    this.pending.delete(client)
+    if (read.kind === 'gone') {
+      // Too far behind, or not one of our ids: say so, rather than leave a silent gap. The resync
+      // carries the newest id, which covers what was held, so the next reconnect resumes from now.
+      this.host.resumed('resync', 0)
+      client.write(this.host.resyncFrame(read.reason))
+      return
+    }
+    let after = from
+    let replayed = 0
+    for (const entry of read.entries) {
+      if (client.wants(entry.topic)) {
+        if (!client.write(entry.frame)) {
+          this.host.resumed('replayed', replayed)
+          return
+        }
+        replayed++
+      }
+      after = entry.position
+    }
+    this.host.resumed('replayed', replayed)
+    if (comparePositions(upTo, after) > 0) after = upTo
+    for (const entry of pending.held ?? []) {
+      const newer = entry.position.epoch !== after.epoch || comparePositions(entry.position, after) > 0
+      if (newer && client.wants(entry.topic) && !client.write(entry.frame)) return
+    }
+  }
+
+  close (): void {
+    for (const timer of this.retries) clearTimeout(timer)
+    this.retries.clear()
+    this.pending.clear()
+  }
+}
+
+/** Writes what the client wants of `entries`; returns how many (it stops where the client was dropped). */
+function writeAll (client: ClientStream, entries: readonly HistoryEntry[]): number {
+  let written = 0
+  for (const entry of entries) {
+    if (!client.wants(entry.topic)) continue
+    if (!client.write(entry.frame)) break
+    written++
+  }
+  return written
+}

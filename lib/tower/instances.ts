@@ -1,0 +1,72 @@
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import type { SseStats } from '../registry'
+
+/** One Tower instance as the cluster sees it, refreshed every second through Redis. */
+export interface InstanceStats {
+  id: string
+  host: string
+  pid: number
+  current: number
+  peak: number
+  accepted: number
+  rejected: number
+  bus: SseStats['bus']['state']
+  /** Epoch ms of its last report; an instance silent for TTL_MS drops out of the list. */
+  seenAt: number
+}
+
+const TTL_MS = 3000
+
+/**
+ * Per-instance counts for the stats route, aggregated through the Redis every instance already
+ * shares (so it works across machines, not only under node:cluster): each instance keeps one key
+ * with a TTL and its id in a set; readers drop the ids whose key expired.
+ */
+export class InstanceBoard {
+  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
+  private readonly redis: Redis
+  private readonly setKey: string
+
+  constructor (url: string, private readonly key: string, private readonly read: () => SseStats) {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
+    // No offline queue: while Redis is down a report fails at once and the next one tries again.
+    this.redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => Math.round(Math.random() * Math.min(2000, 100 * 2 ** Math.min(n, 10))) })
+    this.redis.on('error', () => {})
+    this.setKey = `${key}:instances`
+  }
+
+  private instanceKey (id: string): string {
+    return `${this.key}:instance:${id}`
+  }
+
+  async report (now = Date.now()): Promise<void> {
+    const { current, peak, accepted, rejected, bus } = this.read()
+    const mine: InstanceStats = { id: this.id, host: hostname(), pid: process.pid, current, peak, accepted, rejected, bus: bus.state, seenAt: now }
+    await this.redis.multi().set(this.instanceKey(this.id), JSON.stringify(mine), 'PX', TTL_MS).sadd(this.setKey, this.id).exec()
+  }
+
+  /** Every live instance, this one first; only this one when Redis cannot be read. */
+  async list (): Promise<InstanceStats[]> {
+    const { current, peak, accepted, rejected, bus } = this.read()
+    const mine: InstanceStats = { id: this.id, host: hostname(), pid: process.pid, current, peak, accepted, rejected, bus: bus.state, seenAt: Date.now() }
+    let ids: string[]
+    let values: Array<string | null>
+    try {
+      ids = (await this.redis.smembers(this.setKey)).filter((id) => id !== this.id).sort()
+      values = ids.length === 0 ? [] : await this.redis.mget(...ids.map((id) => this.instanceKey(id)))
+    } catch {
+      return [mine]
+    }
+    const gone = ids.filter((_, i) => values[i] === null)
+    if (gone.length > 0) await this.redis.srem(this.setKey, ...gone).catch(() => 0)
+    return [mine, ...values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as InstanceStats)]
+  }
+
+  async close (): Promise<void> {
+    await this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined)
+    this.redis.disconnect()
+  }
+}

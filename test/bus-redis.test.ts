@@ -1,0 +1,178 @@
+import t, { type Test } from 'tap'
+import { Redis } from 'ioredis'
+import { RedisBus } from '../lib/bus/redis'
+import type { TowerSseOptions } from '../lib/index'
+import { busContract } from './fixtures/bus-contract'
+import { startApp, type TestApp } from './fixtures/app'
+import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+
+const quiet = { warn: () => {}, info: () => {} }
+let redis: RedisServer
+let keys = 0
+
+t.before(async () => { redis = await startRedis() })
+t.teardown(() => redis.stop())
+
+/** Each test its own stream on the one server: `<key>:stream`, `<key>:epoch`. */
+function freshKey (): string {
+  return `t${++keys}`
+}
+
+async function instance (t: Test, redisKey: string, options: TowerSseOptions = {}): Promise<TestApp> {
+  const started = await startApp({ redis: redis.url, redisKey, heartbeatMs: 60_000, ...options })
+  t.teardown(() => started.app.close())
+  return started
+}
+
+function numbers (c: SseConnection): number[] {
+  return c.events.filter((e) => e.event !== 'resync').map((e) => JSON.parse(e.data).n)
+}
+
+busContract(t, async () => new RedisBus({ redis: redis.url, key: freshKey(), historyMaxEvents: 100, random: Math.random, log: quiet }))
+
+t.test('two instances on one Redis: a broadcast on A reaches the streams of B; a client resumes on B from an id A gave', async (t) => {
+  const key = freshKey()
+  const a = await instance(t, key)
+  const b = await instance(t, key)
+  const onA = await connect(a.port)
+  const onB = await connect(b.port, '/api/events?topics=ws-1')
+  await waitFor('both open', () => a.app.sse.size === 1 && b.app.sse.size === 1)
+  const first = await a.app.sse.broadcast({ n: 0 }, { idProperty: 'id' })
+  t.match(first.id, /^[0-9a-z]{1,12}-\d{13}-\d+$/, 'epoch + Redis stream id')
+  t.equal(first.delivered, 1, 'delivered counts the streams of the publishing instance')
+  await b.app.sse.broadcast({ n: 1 }, { topic: 'ws-1' })
+  await a.app.sse.broadcast({ n: 2 }, { topic: 'ws-2' })
+  await waitFor('deliveries', () => onA.events.length === 3 && onB.events.length === 2)
+  t.same(numbers(onA), [0, 1, 2])
+  t.same(numbers(onB), [0, 1], 'topics are filtered on the receiving instance')
+  t.same(JSON.parse(onB.events[0].data), { id: first.id, n: 0 }, 'the data carries the same id on every instance')
+  t.equal(onB.events[0].id, first.id)
+  t.equal(a.app.sse.lastEventId, b.app.sse.lastEventId, 'both instances saw the same newest event')
+
+  const resumed = await connect(b.port, '/api/events', { 'last-event-id': onA.events[0].id as string })
+  await waitFor('replay on B', () => resumed.events.length === 2)
+  t.same(numbers(resumed), [1, 2], 'from B\'s own ring')
+  t.equal(b.app.sse.stats().bus.reads, 0, 'the ring covered it: no Redis read')
+  t.equal(b.app.sse.stats().bus.kind, 'redis')
+  t.equal(b.app.sse.stats().bus.state, 'up')
+  for (const c of [onA, onB, resumed]) c.destroy()
+})
+
+t.test('a new instance resumes from Redis; concurrent resumes of one range share one XRANGE; live events never overtake', async (t) => {
+  const key = freshKey()
+  const a = await instance(t, key)
+  for (let n = 0; n < 10; n++) await a.app.sse.broadcast({ n })
+  const from = (await a.app.sse.broadcast({ n: 10 })).id
+  for (let n = 11; n < 20; n++) await a.app.sse.broadcast({ n })
+  const late = await instance(t, key)
+  t.equal(late.app.sse.lastEventId, a.app.sse.lastEventId, 'a new instance starts at the newest event')
+
+  const before = await redis.calls('xrange')
+  const resumers = await Promise.all(Array.from({ length: 20 }, () => connect(late.port, '/api/events', { 'last-event-id': from })))
+  await waitFor('every replay', () => resumers.every((c) => c.events.length === 9))
+  t.equal(await redis.calls('xrange') - before, 1, '20 resumes of the same range: one XRANGE')
+  t.equal(late.app.sse.stats().bus.reads, 1)
+  for (const c of resumers) t.same(numbers(c), [11, 12, 13, 14, 15, 16, 17, 18, 19])
+
+  // Resumes racing a burst of live events: each stream must read 0..49 after its id exactly once, in order.
+  const racers: SseConnection[] = []
+  const burst = (async () => { for (let n = 20; n < 70; n++) await a.app.sse.broadcast({ n }) })()
+  for (let i = 0; i < 10; i++) racers.push(await connect(late.port, '/api/events', { 'last-event-id': from }))
+  await burst
+  await waitFor('every racer to reach 69', () => racers.every((c) => numbers(c).at(-1) === 69))
+  for (const c of racers) t.same(numbers(c), Array.from({ length: 59 }, (_, i) => i + 11), 'no gap, no duplicate, in order')
+  for (const c of [...resumers, ...racers]) c.destroy()
+})
+
+t.test('FLUSHALL: the epoch changes and a stale id gets exactly one resync', async (t) => {
+  const key = freshKey()
+  const a = await instance(t, key)
+  const live = await connect(a.port)
+  await waitFor('open', () => a.app.sse.size === 1)
+  const old = (await a.app.sse.broadcast({ n: 0 })).id
+  await redis.command('FLUSHALL')
+  const fresh = await a.app.sse.broadcast({ n: 1 })
+  t.not(fresh.id.split('-')[0], old.split('-')[0], 'a new epoch')
+  await waitFor('live stream got both', () => live.events.length === 2)
+  t.same(numbers(live), [0, 1], 'a connected stream just goes on')
+
+  const stale = await connect(a.port, '/api/events', { 'last-event-id': old })
+  const resync = await stale.nextEvent(0)
+  t.equal(resync.event, 'resync')
+  t.equal(resync.id, fresh.id, 'and moves the client to the newest id')
+  stale.destroy()
+  const again = await connect(a.port, '/api/events', { 'last-event-id': resync.id as string })
+  await a.app.sse.broadcast({ n: 2 })
+  await waitFor('the next event', () => again.events.length === 1)
+  t.same(numbers(again), [2], 'the second reconnect resumes: one resync in all')
+  for (const c of [live, again]) c.destroy()
+})
+
+t.test('the reader\'s connection dropped while another instance publishes: nothing is lost', async (t) => {
+  const key = freshKey()
+  const a = await instance(t, key)
+  const b = await instance(t, key)
+  const onB = await connect(b.port)
+  await waitFor('open', () => b.app.sse.size === 1)
+  await a.app.sse.broadcast({ n: 0 })
+  await waitFor('first', () => onB.events.length === 1)
+  // Kill every blocked XREAD (both readers); A's publisher stays connected and goes on publishing.
+  const clients = String(await redis.command('CLIENT', 'LIST'))
+  const readers = clients.split('\n').filter((line) => / cmd=xread/.test(line)).map((line) => /^id=(\d+)/.exec(line)?.[1])
+  t.equal(readers.length, 2, 'one blocking reader per instance')
+  for (const id of readers) await redis.command('CLIENT', 'KILL', 'ID', id as string)
+  for (let n = 1; n < 30; n++) await a.app.sse.broadcast({ n })
+  await waitFor('all 30 on B', () => onB.events.length === 30)
+  t.same(numbers(onB), Array.from({ length: 30 }, (_, n) => n), 'read on after the last delivered id')
+  onB.destroy()
+})
+
+t.test('Redis killed and restarted: streams stay open, broadcast rejects meanwhile, events after come through', async (t) => {
+  const key = freshKey()
+  const a = await instance(t, key, { heartbeatMs: 50 })
+  const b = await instance(t, key)
+  const onA = await connect(a.port)
+  const onB = await connect(b.port)
+  await waitFor('open', () => a.app.sse.size === 1 && b.app.sse.size === 1)
+  await a.app.sse.broadcast({ n: 0 })
+  await waitFor('first', () => onB.events.length === 1)
+  await redis.kill()
+  await waitFor('the bus to be down', () => a.app.sse.stats().bus.state === 'down' && b.app.sse.stats().bus.state === 'down')
+  await t.rejects(a.app.sse.broadcast({ n: -1 }), { code: 'TOWER_SSE_BUS_UNAVAILABLE', statusCode: 503 })
+  const beats = onA.comments.length
+  await waitFor('heartbeats go on', () => onA.comments.length > beats + 2)
+  t.notOk(onA.isEnded() || onB.isEnded(), 'streams stay open')
+  await redis.start()
+  await waitFor('the bus to be up again', () => a.app.sse.stats().bus.state === 'up' && b.app.sse.stats().bus.state === 'up', 10_000)
+  for (let n = 1; n < 5; n++) await a.app.sse.broadcast({ n })
+  await waitFor('events after the outage', () => onB.events.length === 5 && onA.events.length === 5)
+  t.same(numbers(onB), [0, 1, 2, 3, 4], 'nothing refused reached anyone; nothing accepted was lost')
+  t.same(numbers(onA), [0, 1, 2, 3, 4])
+  for (const c of [onA, onB]) c.destroy()
+})
+
+t.test('the redis option is checked at register time', async (t) => {
+  for (const bad of ['http://127.0.0.1:6379', 'not a url', 42, { status: 'ready' }]) {
+    await t.rejects(startApp({ redis: bad as string }), { name: 'TowerSseOptionError', option: 'redis' }, JSON.stringify(bad))
+  }
+  await t.rejects(startApp({ redis: 'http://user:secret@127.0.0.1:1/' }), /http:\/\/\*\*\*@127/, 'no password in the message')
+  await t.rejects(startApp({ redisKey: 'a key' }), { name: 'TowerSseOptionError', option: 'redisKey' })
+  await t.rejects(startApp({ redis: 'redis://127.0.0.1:1' }), { code: 'TOWER_SSE_BUS_UNAVAILABLE' }, 'an unreachable Redis fails the register')
+})
+
+t.test('an ioredis client of the app: used and duplicated for the reader, never closed by the plugin', async (t) => {
+  const client = new Redis(redis.url)
+  t.teardown(() => client.disconnect())
+  const key = freshKey()
+  const withClient = await startApp({ redis: client, redisKey: key })
+  const withUrl = await instance(t, key)
+  const c = await connect(withUrl.port)
+  await waitFor('open', () => withUrl.app.sse.size === 1)
+  await withClient.app.sse.broadcast({ n: 1 })
+  await waitFor('delivered across', () => c.events.length === 1)
+  await withClient.app.close()
+  t.equal(client.status, 'ready', 'the app\'s client is still open')
+  t.equal(client.listenerCount('error'), 0, 'and the plugin left no listener on it')
+  c.destroy()
+})

@@ -1,0 +1,134 @@
+import http from 'node:http'
+import t, { type Test } from 'tap'
+import { ActivityLog } from '../lib/activity-log'
+import type { Bus, BusMessage, BusRead, Deliver, Published, StartPoint } from '../lib/bus/bus'
+import { ClientStream } from '../lib/client-stream'
+import { encodeRetry } from '../lib/encoder'
+import { formatEventId, parseEventId, type EventPosition } from '../lib/event-id'
+import { SseRegistry } from '../lib/registry'
+import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+
+/**
+ * A shared bus whose history reads answer when the test says so: the one way to hold a resume's
+ * read open while live events arrive, every time. (The Redis bus runs the same path in
+ * bus-redis.test.ts, where the timing is Redis's.)
+ */
+class ControlledBus implements Bus {
+  readonly shared = true
+  private deliver: Deliver = () => 0
+  private seq = 0
+  readonly reads: Array<{ after: EventPosition, upTo: EventPosition, answer: (read: BusRead) => void, fail: (error: Error) => void }> = []
+
+  async subscribe (deliver: Deliver): Promise<StartPoint> {
+    this.deliver = deliver
+    return { floor: { epoch: 'e', major: 0, minor: 0 }, last: null }
+  }
+
+  async publish (message: BusMessage): Promise<Published> {
+    const position = { epoch: 'e', major: ++this.seq, minor: 0 }
+    const id = formatEventId(position)
+    return { id, delivered: this.deliver({ ...message, position, id }) }
+  }
+
+  read (after: EventPosition, upTo: EventPosition): Promise<BusRead> {
+    return new Promise((resolve, reject) => this.reads.push({ after, upTo, answer: resolve, fail: reject }))
+  }
+
+  /** What the bus would hold: events `from`..`to` as they were published. */
+  events (from: number, to: number): BusRead {
+    const events = []
+    for (let n = from; n <= to; n++) {
+      const position = { epoch: 'e', major: n, minor: 0 }
+      events.push({ position, id: formatEventId(position), data: `{"n":${n}}` })
+    }
+    return { kind: 'events', events }
+  }
+
+  stats (): ReturnType<Bus['stats']> {
+    return { kind: 'redis', state: 'up', delivered: this.seq, reads: this.reads.length, lagMs: 0 }
+  }
+
+  async close (): Promise<void> {}
+}
+
+async function setup (t: Test): Promise<{ bus: ControlledBus, registry: SseRegistry, open: (lastEventId?: string) => Promise<SseConnection> }> {
+  const bus = new ControlledBus()
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 1, historyMaxBytes: 1e6 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1000 }), bus, () => 0)
+  await registry.start()
+  let clients = 0
+  const server = http.createServer((req, res) => {
+    const client = new ClientStream(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove)
+    client.open(encodeRetry(1000), null)
+    registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  const opened: SseConnection[] = []
+  t.teardown(async () => {
+    for (const c of opened) c.destroy()
+    await registry.close()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  const open = async (lastEventId?: string): Promise<SseConnection> => {
+    const c = await connect(port, '/', lastEventId === undefined ? {} : { 'last-event-id': lastEventId })
+    opened.push(c)
+    return c
+  }
+  return { bus, registry, open }
+}
+
+const numbers = (c: SseConnection): number[] => c.events.map((e) => JSON.parse(e.data).n)
+
+t.test('live events arriving while a resume reads the bus are held and follow the replay, none twice', async (t) => {
+  const { bus, registry, open } = await setup(t)
+  for (let n = 1; n <= 3; n++) await registry.broadcast({ n })
+  const c = await open('e-1-0')
+  await waitFor('the read to start', () => bus.reads.length === 1)
+  t.same([bus.reads[0].after.major, bus.reads[0].upTo.major], [1, 3], 'reads from its id up to the newest delivered here')
+  await registry.broadcast({ n: 4 })
+  await registry.broadcast({ n: 5 })
+  await new Promise((resolve) => setTimeout(resolve, 30))
+  t.same(numbers(c), [], 'nothing overtakes the replay')
+  bus.reads[0].answer(bus.events(2, 3))
+  await waitFor('replay then live', () => c.events.length === 4)
+  t.same(numbers(c), [2, 3, 4, 5])
+  await registry.broadcast({ n: 6 })
+  await waitFor('live again', () => c.events.length === 5)
+  t.same(numbers(c), [2, 3, 4, 5, 6])
+})
+
+t.test('a failed read is tried again while the stream stays open; a client gone meanwhile gets nothing', async (t) => {
+  const { bus, registry, open } = await setup(t)
+  for (let n = 1; n <= 4; n++) await registry.broadcast({ n })
+  const c = await open('e-1-0')
+  const quitter = await open('e-2-0')
+  await waitFor('two reads', () => bus.reads.length === 2)
+  bus.reads[0].fail(new Error('bus down'))
+  quitter.destroy()
+  await waitFor('the quitter to be removed', () => registry.size === 1)
+  bus.reads[1].answer(bus.events(3, 4))
+  await waitFor('the retry', () => bus.reads.length === 3)
+  t.notOk(c.isEnded(), 'the stream stays open')
+  bus.reads[2].answer(bus.events(2, 4))
+  await waitFor('replay', () => c.events.length === 3)
+  t.same(numbers(c), [2, 3, 4])
+  t.same(numbers(quitter), [], 'the answer for a client that left is not written')
+})
+
+t.test('a gap the bus no longer holds is one resync; an id ahead of this instance skips what it already has', async (t) => {
+  const { bus, registry, open } = await setup(t)
+  for (let n = 1; n <= 3; n++) await registry.broadcast({ n })
+  const gone = await open('e-1-0')
+  await waitFor('the read', () => bus.reads.length === 1)
+  await registry.broadcast({ n: 4 })
+  bus.reads[0].answer({ kind: 'gone', reason: 'too-old' })
+  await waitFor('the resync', () => gone.events.length === 1)
+  t.equal(gone.events[0].event, 'resync')
+  t.equal(gone.events[0].id, 'e-4-0', 'with the newest id, which covers what was held')
+  const ahead = await open('e-6-0')
+  for (let n = 5; n <= 8; n++) await registry.broadcast({ n })
+  await waitFor('the events after its id', () => ahead.events.length === 2)
+  t.same(numbers(ahead), [7, 8], 'events up to its id are not sent again')
+  t.equal(bus.reads.length, 1, 'no read for a client that is ahead')
+  await waitFor('the resynced client to get live events', () => gone.events.length === 5)
+})
