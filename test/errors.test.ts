@@ -2,6 +2,7 @@ import t from 'tap'
 import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib/index'
 import { ActivityLog } from '../lib/activity-log'
 import type { ClientStream } from '../lib/client-stream'
+import { MemoryBus } from '../lib/bus/memory'
 import { SseRegistry } from '../lib/registry'
 
 t.test('every error constructor is exported under its own code, with a status code', async (t) => {
@@ -26,7 +27,7 @@ t.test('errors are Fastify errors: code, statusCode, instanceof, and the option 
 })
 
 t.test('the registry refuses to hold one stream too many (an invariant admission keeps)', async (t) => {
-  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1 }))
+  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1 }), new MemoryBus(), () => 0)
   t.throws(() => registry.add({} as ClientStream, null), RegistryFullError)
   t.throws(() => registry.add({} as ClientStream, null), { code: 'TOWER_SSE_REGISTRY_FULL' })
 })

@@ -9,6 +9,7 @@ import { Registry } from 'prom-client'
 import { ActivityLog } from '../lib/activity-log'
 import towerSse, { type SseStats } from '../lib/index'
 import { registerMetrics, type BusState } from '../lib/metrics'
+import { MemoryBus } from '../lib/bus/memory'
 import { SseRegistry } from '../lib/registry'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
@@ -128,7 +129,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   const payload = 'b'.repeat(8 * 1024)
   let slowQueued = Buffer.byteLength('retry: 5000\n\n')
   for (let i = 0; i < 2000 && app.sse.stats().dropped === 0; i++) {
-    if (app.sse.broadcast(payload, { topic: 'bulk' }) === 1) slowQueued += Buffer.byteLength(`id: ${app.sse.lastEventId}\ndata: ${payload}\n\n`)
+    if ((await app.sse.broadcast(payload, { topic: 'bulk' })).delivered === 1) slowQueued += Buffer.byteLength(`id: ${app.sse.lastEventId}\ndata: ${payload}\n\n`)
     expected.broadcasts++
     // Each broadcast gets its own turn: a frame is counted as sent once flushed to the socket, and
     // a frame still queued in the turn the client is dropped is never sent.
@@ -306,7 +307,7 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
 
 t.test('bus metrics come from the bus-state provider, and exist only with one', async (t) => {
   const activity = new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1000 })
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, activity)
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, activity, new MemoryBus(), () => 0)
   let state: BusState | null = null
   const target = new Registry()
   registerMetrics(target, registry, activity, () => state)

@@ -6,6 +6,7 @@ import { ClientStream } from '../lib/client-stream'
 import { encodeRetry } from '../lib/encoder'
 import { formatEventId, parseEventId, type EventPosition } from '../lib/event-id'
 import { SseRegistry } from '../lib/registry'
+import { TurnFlush } from '../lib/turn-flush'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 /**
@@ -57,7 +58,7 @@ async function setup (t: Test): Promise<{ bus: ControlledBus, registry: SseRegis
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new ClientStream(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove)
+    const client = new ClientStream(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush())
     client.open(encodeRetry(1000), null)
     registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })

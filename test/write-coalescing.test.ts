@@ -57,7 +57,7 @@ t.test('a burst of 50 events broadcast from 50 separate callbacks is one socket 
   // Each broadcast in its own callback, as 50 notify requests parsed in one poll phase: Node runs
   // process.nextTick and microtasks between them, so only a flush after the phase joins them.
   const delivered: number[] = []
-  for (let n = 0; n < 50; n++) setImmediate(() => delivered.push(app.sse.broadcast({ n })))
+  for (let n = 0; n < 50; n++) setImmediate(() => { void app.sse.broadcast({ n }).then((result) => delivered.push(result.delivered)) })
   await waitFor('50 events on every stream', () => conns.every((c) => c.events.length === 50))
   t.same(delivered, Array(50).fill(3), 'each broadcast was queued for all 3 streams')
   t.same(conns.map((c, i) => writes.count(c) - before[i]), [1, 1, 1], 'one socket write per stream for the whole burst')
@@ -116,9 +116,10 @@ t.test('the byte budget counts what the turn queued: a burst past it drops the s
   await waitFor('the stream and its retry: frame', () => app.sse.size === 1 && conn.retries.length === 1)
   await turn()
   const data = 'b'.repeat(1000)
-  const frameBytes = encodeEvent({ id: app.sse.nextEventId, data }).length
   // Nothing reaches the socket inside one synchronous loop: only the queued bytes can pass the budget.
-  const delivered = Array.from({ length: 20 }, () => app.sse.broadcast(data))
+  const results = await Promise.all(Array.from({ length: 20 }, () => app.sse.broadcast(data)))
+  const delivered = results.map((result) => result.delivered)
+  const frameBytes = encodeEvent({ id: results[0].id, data }).length
   const fits = Math.floor(budget / frameBytes)
   t.same(delivered, [...Array(fits).fill(1), ...Array(20 - fits).fill(0)], `${fits} frames of ${frameBytes} bytes fit, the next one drops it`)
   t.equal(app.sse.stats().dropped, 1)
