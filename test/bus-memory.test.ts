@@ -36,7 +36,7 @@ t.test('idProperty: the data carries the id the bus assigned, equal to the SSE i
     ['text', 'id'], [[1, 2], 'id'], [null, 'id'], [{ id: 'mine' }, 'id'], [{ a: 1 }, 'not an identifier'], [{ a: 1 }, 'x'.repeat(65)]
   ]
   for (const [data, idProperty] of refused) {
-    await t.rejects(app.sse.broadcast(data, { idProperty }), TypeError, `${JSON.stringify(data)} with ${idProperty.slice(0, 20)}`)
+    await t.rejects(app.sse.broadcast(data, { idProperty }), { code: 'TOWER_SSE_BAD_ID_PROPERTY' }, `${JSON.stringify(data)} with ${idProperty.slice(0, 20)}`)
   }
   t.equal(app.sse.stats().events, 2, 'a refused broadcast is not published')
   c.destroy()

@@ -75,7 +75,7 @@ t.test('HTTP/2: a refusal and an expiry end only their own stream; the session a
   t.equal(refused.headers().connection, undefined)
   t.ok(Number(refused.headers()['retry-after']) >= 1)
 
-  t.equal(app.sse.broadcast('after the refusal'), 1)
+  t.equal((await app.sse.broadcast('after the refusal')).delivered, 1)
   await waitFor('the open stream to receive it', () => first.events.length === 1)
   t.equal(first.isEnded(), false, 'the refusal did not end the other stream')
 

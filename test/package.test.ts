@@ -49,8 +49,8 @@ t.test('npm pack + install into an empty project', async (t) => {
   t.test('dependencies are exactly what the published code imports', async (t) => {
     const manifest = JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'package.json'), 'utf8'))
     t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin', 'find-my-way'])
-    t.same(manifest.peerDependenciesMeta, { '@fastify/under-pressure': { optional: true }, 'prom-client': { optional: true } },
-      'under-pressure and prom-client: used when present, never required')
+    t.same(manifest.peerDependenciesMeta, { '@fastify/under-pressure': { optional: true }, ioredis: { optional: true }, 'prom-client': { optional: true } },
+      'under-pressure, ioredis and prom-client: used when present, never required')
     const installed = (name: string): boolean => {
       try {
         readFileSync(path.join(app, 'node_modules', name, 'package.json'))
@@ -62,6 +62,7 @@ t.test('npm pack + install into an empty project', async (t) => {
     t.equal(installed('uplot'), false, 'the dashboard\'s chart library is not installed with the plugin')
     t.equal(installed('@fastify/under-pressure'), false)
     t.equal(installed('prom-client'), false)
+    t.equal(installed('ioredis'), false)
   })
 
   t.test('the README\'s plugin example runs from the package (ESM), with the client', async (t) => {

@@ -53,7 +53,7 @@ t.test('headers or a body that do not arrive within requestTimeoutMs get 408 and
 
   // The stream was opened before both and outlived them.
   t.equal(stream.isEnded(), false, 'the stream is still open')
-  t.equal(app.sse.broadcast('still here'), 1)
+  t.equal((await app.sse.broadcast('still here')).delivered, 1)
   await waitFor('the stream to receive it', () => stream.events.some((e) => e.data === 'still here'))
   stream.destroy()
 })
