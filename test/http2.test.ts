@@ -86,7 +86,7 @@ t.test('HTTP/2: a refusal and an expiry end only their own stream; the session a
 
   const again = open(session, '/api/events')
   await waitFor('a new stream on the same session', () => again.status() === 200)
-  t.equal(app.sse.broadcast('on the same session'), 1)
+  t.equal((await app.sse.broadcast('on the same session')).delivered, 1)
   await waitFor('the new stream to receive it', () => again.events.length === 1)
   t.equal(again.events[0].data, 'on the same session')
 
