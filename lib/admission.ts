@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ActivityLog, AdmissionGauges } from './activity-log'
-import { STREAM_HEADERS } from './client-stream'
+import { STREAM_HEADERS } from './subscriber'
 import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent, encodeRetry } from './encoder'
 import { REFUSAL_CODES } from './errors'
@@ -171,7 +171,7 @@ export class Admission {
   }
 
   /** Seconds drawn from [w, 2w] (bounded), where w is retryAfterSeconds widened by the storm level. */
-  private retryAfterSeconds (reason: RefusalReason, now: number): number {
+  private drawRetryAfterSeconds (reason: RefusalReason, now: number): number {
     const max = this.options.maxRetryAfterSeconds
     const window = Math.min(this.options.retryAfterSeconds * this.storm.scale(now), max)
     const drawn = Math.min(window + Math.floor(this.options.random() * (window + 1)), max)
@@ -186,7 +186,7 @@ export class Admission {
   }
 
   private send (res: ServerResponse, reason: RefusalReason): void {
-    const seconds = this.retryAfterSeconds(reason, Date.now())
+    const seconds = this.drawRetryAfterSeconds(reason, Date.now())
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
       // a 503 would make the browser give up for good. The `refused` event lets a client that

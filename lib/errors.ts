@@ -1,21 +1,11 @@
 import createError from '@fastify/error'
+import { describe } from './client/describe'
 
 /**
  * Every error tower-sse and Tower throw or send, each with a stable `code` to match on (messages
  * may change): `TOWER_SSE_*` for the plugin, `TOWER_*` for Tower. Built with @fastify/error, so
  * they are what Fastify users already know (`code`, `statusCode`, `instanceof`).
  */
-
-function describe (value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'bigint') return `${value}n`
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return String(value)
-  }
-}
 
 const OptionErrorBase = createError('TOWER_SSE_OPTION', 'tower-sse: option "%s" must be %s, got %s', 500, TypeError)
 

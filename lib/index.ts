@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission'
-import { ClientStream, STREAM_HEADERS } from './client-stream'
+import { Subscriber, STREAM_HEADERS } from './subscriber'
 import { endAndClose, openUntilClose } from './close-first'
 import { takeOverClosingRequests } from './closing-takeover'
 import { encodeEvent } from './encoder'
@@ -73,7 +73,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
         return
       }
       reply.hijack()
-      const client = new ClientStream(randomUUID(), request.ip, key, subscription.topics, reply.raw, options, registry.remove, turn)
+      const client = new Subscriber(randomUUID(), request.ip, key, subscription.topics, reply.raw, options, registry.remove, turn)
       const lifetimeMs = options.maxAgeMs > 0
         ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
         : null
@@ -119,8 +119,8 @@ export {
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'
-export type { KeyFn } from './client-key'
-export { defaultKeyFn } from './client-key'
+export type { KeyFn } from './request-key'
+export { defaultKeyFn } from './request-key'
 export type { SseStats, BroadcastOptions, BroadcastResult } from './registry'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'

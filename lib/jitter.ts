@@ -1,5 +1,6 @@
-/** A source of uniform numbers in [0, 1); injectable so tests can seed it. */
-export type RandomSource = () => number
+import type { RandomSource } from './client/policy'
+
+export type { RandomSource }
 
 /**
  * A whole number drawn uniformly from [center - spread, center + spread], never below `floor`.

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
-import { defaultKeyFn, type KeyFn } from './client-key'
+import { defaultKeyFn, type KeyFn } from './request-key'
 import { TowerSseOptionError } from './errors'
 
 export { TowerSseOptionError }

@@ -1,7 +1,7 @@
 import type { ActivityLog, ActivityCounts, AdmissionGauges, ResumeOutcome } from './activity-log'
 import type { RefusalReason } from './admission'
 import type { Bus, BusEvent, BusStats, Published } from './bus/bus'
-import type { ClientStream, CloseReason } from './client-stream'
+import type { Subscriber, CloseReason } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from './encoder'
 import { BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from './errors'
 import type { EventPosition, ParsedEventId } from './event-id'
@@ -69,7 +69,7 @@ export interface RegistryLimits {
  */
 export class SseRegistry {
   readonly capacity: number
-  private readonly clients = new Map<string, ClientStream>()
+  private readonly clients = new Map<string, Subscriber>()
   private readonly perKey = new Map<string, number>()
   history: History
   private readonly resumes: Resumes
@@ -117,7 +117,7 @@ export class SseRegistry {
    * Admits an opened stream and, if it resumes from `lastEventId`, replays what it missed: from
    * the ring in the same tick, or after one shared bus read with its live events held meanwhile.
    */
-  add (client: ClientStream, lastEventId: ParsedEventId | null): void {
+  add (client: Subscriber, lastEventId: ParsedEventId | null): void {
     if (!this.hasRoom) throw new RegistryFullError()
     this.clients.set(client.id, client)
     this.perKey.set(client.key, this.countForKey(client.key) + 1)
@@ -139,7 +139,7 @@ export class SseRegistry {
   }
 
   /** Called once per client when its stream is over, whoever ended it. */
-  readonly remove = (client: ClientStream, reason: CloseReason): void => {
+  readonly remove = (client: Subscriber, reason: CloseReason): void => {
     if (!this.clients.delete(client.id)) return
     this.resumes.forget(client)
     const left = this.countForKey(client.key) - 1

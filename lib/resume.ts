@@ -1,7 +1,7 @@
 import type { ResumeOutcome } from './activity-log'
 import type { Bus, BusEvent, BusRead } from './bus/bus'
 import { SingleFlight } from './bus/single-flight'
-import type { ClientStream } from './client-stream'
+import type { Subscriber } from './subscriber'
 import { comparePositions, formatEventId, type EventPosition } from './event-id'
 import type { History, HistoryEntry } from './history'
 
@@ -38,7 +38,7 @@ const RETRY_READ_MS = 1000
  * after the replay, so none overtakes or duplicates a replayed one (mercure's localsubscriber).
  */
 export class Resumes {
-  private readonly pending = new Map<ClientStream, Pending>()
+  private readonly pending = new Map<Subscriber, Pending>()
   private readonly flights = new SingleFlight<Replay>()
   private readonly retries = new Set<NodeJS.Timeout>()
 
@@ -50,7 +50,7 @@ export class Resumes {
   }
 
   /** In the fan-out: true when `entry` must not be written to `client` now (held, or it has it). */
-  intercept (client: ClientStream, entry: HistoryEntry): boolean {
+  intercept (client: Subscriber, entry: HistoryEntry): boolean {
     const pending = this.pending.get(client)
     if (pending === undefined) return false
     if (pending.held !== null) {
@@ -62,11 +62,11 @@ export class Resumes {
     return false
   }
 
-  forget (client: ClientStream): void {
+  forget (client: Subscriber): void {
     this.pending.delete(client)
   }
 
-  start (client: ClientStream, from: EventPosition): void {
+  start (client: Subscriber, from: EventPosition): void {
     const local = this.host.history.since(from)
     if (local.kind === 'replay') {
       this.host.resumed('replayed', writeAll(client, local.entries))
@@ -90,7 +90,7 @@ export class Resumes {
     this.await(client, from, upTo)
   }
 
-  private await (client: ClientStream, from: EventPosition, upTo: EventPosition): void {
+  private await (client: Subscriber, from: EventPosition, upTo: EventPosition): void {
     // Keyed by the whole range: a client joining later shares the read only if nothing new was
     // delivered since. The frames are encoded once per read, not once per client.
     this.flights.run(`${formatEventId(from)}>${formatEventId(upTo)}`, async () => {
@@ -114,7 +114,7 @@ export class Resumes {
     )
   }
 
-  private finish (client: ClientStream, from: EventPosition, upTo: EventPosition, read: Replay): void {
+  private finish (client: Subscriber, from: EventPosition, upTo: EventPosition, read: Replay): void {
     const pending = this.pending.get(client)
     // Gone meanwhile (remove() forgot it), or already finished by an earlier read.
     if (pending === undefined) return
@@ -154,7 +154,7 @@ export class Resumes {
 }
 
 /** Writes what the client wants of `entries`; returns how many (it stops where the client was dropped). */
-function writeAll (client: ClientStream, entries: readonly HistoryEntry[]): number {
+function writeAll (client: Subscriber, entries: readonly HistoryEntry[]): number {
   let written = 0
   for (const entry of entries) {
     if (!client.wants(entry.topic)) continue

@@ -2,7 +2,7 @@ import http from 'node:http'
 import t, { type Test } from 'tap'
 import { ActivityLog } from '../lib/activity-log'
 import type { Bus, BusMessage, BusRead, Deliver, Published, StartPoint } from '../lib/bus/bus'
-import { ClientStream } from '../lib/client-stream'
+import { Subscriber } from '../lib/subscriber'
 import { encodeRetry } from '../lib/encoder'
 import { formatEventId, parseEventId, type EventPosition } from '../lib/event-id'
 import { SseRegistry } from '../lib/registry'
@@ -58,7 +58,7 @@ async function setup (t: Test): Promise<{ bus: ControlledBus, registry: SseRegis
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new ClientStream(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush())
+    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush())
     client.open(encodeRetry(1000), null)
     registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })

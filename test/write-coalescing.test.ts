@@ -1,7 +1,7 @@
 import http from 'node:http'
 import type net from 'node:net'
 import t from 'tap'
-import { ClientStream, type CloseReason } from '../lib/client-stream'
+import { Subscriber, type CloseReason } from '../lib/subscriber'
 import { encodeEvent } from '../lib/encoder'
 import { TurnFlush } from '../lib/turn-flush'
 import { startApp } from './fixtures/app'
@@ -181,8 +181,8 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     t.teardown(() => server.close())
     const ended: CloseReason[] = []
-    const opened = new Promise<ClientStream>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-      const stream = new ClientStream('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush())
+    const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
+      const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush())
       stream.open(Buffer.from('retry: 1000\n\n'), null)
       resolve(stream)
     }))

@@ -10,6 +10,7 @@
  * Plain ES modules with one runtime import (`eventsource-parser`): browsers load them without a
  * bundler (an import map resolves the parser); Node loads the CommonJS build.
  *   policy.ts   the reconnect policy (pure functions)
+ *   describe.ts a refused value in an error message (shared with the plugin)
  *   options.ts  defaults and validation
  *   events.ts   states, errors and events
  *   wire.ts     one stream: fetch + eventsource-parser + reconnects

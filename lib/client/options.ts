@@ -1,4 +1,5 @@
 /** The client's options: every default in one place, validated once in the constructor. */
+import { describe } from './describe.ts'
 import type { RandomSource } from './policy.ts'
 
 export interface TowerSseClientOptions {
@@ -70,16 +71,6 @@ export class TowerSseClientOptionError extends TypeError {
     super(`tower-sse/client: option "${option}" must be ${expected}, got ${describe(value)}`)
     this.name = 'TowerSseClientOptionError'
     this.option = option
-  }
-}
-
-function describe (value: unknown): string {
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'bigint') return `${value}n`
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return String(value)
   }
 }
 

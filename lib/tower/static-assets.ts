@@ -11,7 +11,7 @@ export const PUBLIC_DIR = path.join(__dirname, 'public')
 export const CLIENT_ESM_DIR = path.join(PACKAGE_ROOT, 'dist', 'client-esm')
 export const CLIENT_ESM_FILE = path.join(CLIENT_ESM_DIR, 'index.js')
 /** The modules of the client's browser build (lib/client/*.ts), served side by side so their relative imports resolve. */
-export const CLIENT_ESM_MODULES: ReadonlySet<string> = new Set(['index.js', 'events.js', 'options.js', 'policy.js', 'tabs.js', 'wire.js'])
+export const CLIENT_ESM_MODULES: ReadonlySet<string> = new Set(['index.js', 'describe.js', 'events.js', 'options.js', 'policy.js', 'tabs.js', 'wire.js'])
 const CLIENT_ESM_MISSING = 'the browser build of tower-sse/client (dist/client-esm/) is missing: run npm run build'
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {

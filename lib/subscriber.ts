@@ -19,11 +19,12 @@ export const STREAM_HEADERS = Object.freeze({
 })
 
 /**
- * One client's connection. Writes never wait: a client whose unsent bytes would pass its budget
+ * The server's side of one open event stream (a subscriber; the reconnecting client package is
+ * `lib/client/`, a request's owner for limits is its key, `lib/request-key.ts`). Writes never wait: a client whose unsent bytes would pass its budget
  * is dropped, and one that stays backpressured across heartbeats is swept as dead. The frames it
  * is sent within one turn of the event loop go to its socket as one write (see TurnFlush).
  */
-export class ClientStream implements SseClientInfo, Flushable {
+export class Subscriber implements SseClientInfo, Flushable {
   readonly connectedAt = Date.now()
   expiresAt: number | null = null
   private finished = false
@@ -46,7 +47,7 @@ export class ClientStream implements SseClientInfo, Flushable {
     readonly topics: ReadonlySet<string> | null,
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
-    private readonly onFinish: (client: ClientStream, reason: CloseReason) => void,
+    private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
     private readonly turn: TurnFlush
   ) {}
 
