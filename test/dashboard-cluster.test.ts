@@ -107,15 +107,26 @@ if (canRunBrowserTests(t)) {
     t.equal(overflow, 0, 'no horizontal scrolling in a 360 px window')
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-cluster-narrow.png'), fullPage: true })
 
-    // Any client of that Redis can write an instance entry: what it says is shown, never run.
+    // Any client of that Redis can write an instance entry: what it says is shown, never run, and
+    // an entry that is not one an instance writes is left out rather than failing the stats.
     const markup = '<img src=x onerror="document.title=\'pwned\'">'
-    await redis.command('SET', `${redisKey}:instance:zz-hostile`, JSON.stringify({ id: 'zz-hostile', host: markup, pid: '<b>1</b>', current: 2, peak: 2, accepted: 2, rejected: 0, bus: '<i>up</i>', seenAt: 0 }), 'PX', 60_000)
-    await redis.command('SADD', `${redisKey}:instances`, 'zz-hostile')
-    const hostile = (await rowsUntil(page, 'the hostile entry', (r) => r.some((row) => row.host === markup))).find((row) => row.host === markup)
-    t.match(hostile, { pid: 'pid –', bus: 'unknown', busState: 'unknown' }, 'a pid or state of the wrong kind shows as unknown')
-    t.equal(await page.locator('#instances img, #instances b, #instances i').count(), 0, 'no element made from the entry')
+    const entries: Record<string, string> = {
+      'zz-hostile': JSON.stringify({ id: 'zz-hostile', host: markup, pid: 1, current: 2, peak: 2, accepted: 2, rejected: 0, bus: 'up', seenAt: 0 }),
+      'zz-shape': JSON.stringify({ id: 'zz-shape', host: 'h', pid: '<b>1</b>', current: 2, peak: 2, accepted: 2, rejected: 0, bus: 'up', seenAt: 0 }),
+      'zz-broken': '{"id": "zz-broken", ',
+      'zz-number': '42'
+    }
+    for (const [id, value] of Object.entries(entries)) {
+      await redis.command('SET', `${redisKey}:instance:${id}`, value, 'PX', 60_000)
+      await redis.command('SADD', `${redisKey}:instances`, id)
+    }
+    const withHostile = await rowsUntil(page, 'the hostile entry', (r) => r.some((row) => row.host === markup))
+    const pids = withHostile.map((row) => row.pid)
+    t.same([pids[0], ...pids.slice(1).sort()], [thisPid, ...[otherPid, 'pid 1'].sort()], 'the two instances and the entry of the right shape, nothing else')
+    t.equal(await page.locator('#instances img, #instances b').count(), 0, 'no element made from an entry')
     t.not(await page.title(), 'pwned')
-    await redis.command('DEL', `${redisKey}:instance:zz-hostile`)
+    t.equal(await page.locator('#stats-note').isHidden(), true, 'the stats kept answering')
+    for (const id of Object.keys(entries)) await redis.command('DEL', `${redisKey}:instance:${id}`)
 
     await redis.kill()
     await page.locator('#bus-state[data-state="down"]').waitFor({ timeout: WAIT_MS })

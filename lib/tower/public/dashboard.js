@@ -110,13 +110,10 @@ function showStats (stats) {
 
 // ---- Bus and instances ------------------------------------------------------------------------
 
-// Whatever the server sends, the page shows one of these: the state also picks the colour.
-const busState = (state) => (state === 'up' || state === 'down' ? state : 'unknown')
-const count = (n) => (Number.isSafeInteger(n) ? String(n) : '–')
-
+/** "up" or "down", which also picks the colour. */
 function setBusState (element, state) {
-  element.textContent = busState(state)
-  element.dataset.state = busState(state)
+  element.textContent = state
+  element.dataset.state = state
 }
 
 function showBus (bus) {
@@ -136,19 +133,19 @@ function cell (tag, className, label, text) {
 function instanceRow (instance, isThis) {
   const row = document.createElement('tr')
   row.dataset.id = String(instance.id)
-  // textContent only: every instance writes its own entry to Redis.
+  // textContent only: any client of the Redis can write an instance's entry (the server checks its shape, not its text).
   const name = cell('th', 'instance-name', null, '')
   name.scope = 'row'
-  name.append(cell('span', 'instance-host', null, String(instance.host)), cell('span', 'instance-pid', null, `pid ${count(instance.pid)}`))
+  name.append(cell('span', 'instance-host', null, String(instance.host)), cell('span', 'instance-pid', null, `pid ${instance.pid}`))
   if (isThis) name.append(cell('span', 'instance-this', null, 'this one'))
   const bus = cell('td', 'instance-bus', 'Bus', '')
   bus.append(cell('span', 'bus-state', null, ''))
   setBusState(bus.firstElementChild, instance.bus)
   row.append(
     name,
-    cell('td', 'instance-current', 'Streams', count(instance.current)),
-    cell('td', 'instance-accepted', 'Accepted', count(instance.accepted)),
-    cell('td', 'instance-rejected', 'Refused', count(instance.rejected)),
+    cell('td', 'instance-current', 'Streams', String(instance.current)),
+    cell('td', 'instance-accepted', 'Accepted', String(instance.accepted)),
+    cell('td', 'instance-rejected', 'Refused', String(instance.rejected)),
     bus
   )
   return row
