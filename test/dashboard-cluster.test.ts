@@ -114,7 +114,7 @@ if (canRunBrowserTests(t)) {
       'zz-hostile': JSON.stringify({ id: 'zz-hostile', host: markup, pid: 1, current: 2, peak: 2, accepted: 2, rejected: 0, bus: 'up', seenAt: 0 }),
       'zz-shape': JSON.stringify({ id: 'zz-shape', host: 'h', pid: '<b>1</b>', current: 2, peak: 2, accepted: 2, rejected: 0, bus: 'up', seenAt: 0 }),
       'zz-broken': '{"id": "zz-broken", ',
-      'zz-number': '42'
+      'zz-null': 'null'
     }
     for (const [id, value] of Object.entries(entries)) {
       await redis.command('SET', `${redisKey}:instance:${id}`, value, 'PX', 60_000)
