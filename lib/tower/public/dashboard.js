@@ -132,15 +132,16 @@ function cell (tag, className, label, text) {
 
 function instanceRow (instance, isThis) {
   const row = document.createElement('tr')
-  row.dataset.id = String(instance.id)
+  row.dataset.id = instance.id
   // textContent only: any client of the Redis can write an instance's entry (the server checks its shape, not its text).
   const name = cell('th', 'instance-name', null, '')
   name.scope = 'row'
-  name.append(cell('span', 'instance-host', null, String(instance.host)), cell('span', 'instance-pid', null, `pid ${instance.pid}`))
+  name.append(cell('span', 'instance-host', null, instance.host), cell('span', 'instance-pid', null, `pid ${instance.pid}`))
   if (isThis) name.append(cell('span', 'instance-this', null, 'this one'))
+  const state = cell('span', 'bus-state', null, '')
+  setBusState(state, instance.bus)
   const bus = cell('td', 'instance-bus', 'Bus', '')
-  bus.append(cell('span', 'bus-state', null, ''))
-  setBusState(bus.firstElementChild, instance.bus)
+  bus.append(state)
   row.append(
     name,
     cell('td', 'instance-current', 'Streams', String(instance.current)),
