@@ -75,7 +75,7 @@ if (canRunBrowserTests(t)) {
     t.teardown(() => { other.child.kill('SIGKILL') })
     const [tower, otherPort] = await Promise.all([
       startTower({ redis: redis.url, redisKey, heartbeatMs: 60_000 }),
-      other.line(/tower: listening on/, 30_000).then((line) => Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(line)?.[1]))
+      other.line(/tower: listening on/).then((line) => Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(line)?.[1]))
     ])
     t.teardown(() => tower.app.close())
     // Four streams to the other instance, one of them gone again: 3 current, 4 accepted.
