@@ -19,6 +19,28 @@ export interface InstanceStats {
 
 const TTL_MS = 3000
 
+const COUNTS = ['pid', 'current', 'peak', 'accepted', 'rejected', 'seenAt'] as const
+
+/**
+ * An entry read back from Redis, or null when it is not one an instance writes: any client of that
+ * Redis can write the key, and one bad entry must not fail the stats route for every instance.
+ */
+function parseInstance (text: string): InstanceStats | null {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return null
+  }
+  if (typeof value !== 'object' || value === null) return null
+  const entry = value as Record<string, unknown>
+  const valid = typeof entry.id === 'string' && typeof entry.host === 'string' && (entry.bus === 'up' || entry.bus === 'down') &&
+    COUNTS.every((name) => Number.isSafeInteger(entry[name]) && (entry[name] as number) >= 0)
+  if (!valid) return null
+  const { id, host, pid, current, peak, accepted, rejected, bus, seenAt } = entry as unknown as InstanceStats
+  return { id, host, pid, current, peak, accepted, rejected, bus, seenAt }
+}
+
 /**
  * Per-instance counts for the stats route, aggregated through the Redis every instance already
  * shares (so it works across machines, not only under node:cluster): each instance keeps one key
@@ -62,7 +84,7 @@ export class InstanceBoard {
     }
     const gone = ids.filter((_, i) => values[i] === null)
     if (gone.length > 0) await this.redis.srem(this.setKey, ...gone).catch(() => 0)
-    return [mine, ...values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as InstanceStats)]
+    return [mine, ...values.map((v) => (v === null ? null : parseInstance(v))).filter((v): v is InstanceStats => v !== null)]
   }
 
   async close (): Promise<void> {

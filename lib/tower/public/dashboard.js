@@ -1,5 +1,5 @@
-// Tower's dashboard: notifications over tower-sse/client, the live client count and a chart of
-// connects/refusals per second. Plain ES modules, no build step.
+// Tower's dashboard: notifications over tower-sse/client, the live client count, a chart of
+// connects/refusals per second, the bus and, with Redis, every instance. Plain ES modules, no build step.
 import { TowerSseClient } from '/vendor/tower-sse-client/index.js'
 import uPlot from '/vendor/uplot.js'
 
@@ -104,6 +104,60 @@ function showStats (stats) {
   $('rejects').textContent = String(stats.lastMinute.rejects)
   const seconds = stats.perSecond.map((s) => s.t / 1000)
   chart.setData([seconds, stats.perSecond.map((s) => s.connects), stats.perSecond.map((s) => s.rejects)])
+  showBus(stats.bus)
+  showInstances(stats.instances, stats.bus)
+}
+
+// ---- Bus and instances ------------------------------------------------------------------------
+
+/** "up" or "down", which also picks the colour. */
+function setBusState (element, state) {
+  element.textContent = state
+  element.dataset.state = state
+}
+
+function showBus (bus) {
+  $('bus-kind').textContent = bus.kind === 'redis' ? 'Redis' : 'memory'
+  setBusState($('bus-state'), bus.state)
+}
+
+/** One cell; its label heads it when a narrow window stacks the table. */
+function cell (tag, className, label, text) {
+  const element = document.createElement(tag)
+  element.className = className
+  if (label !== null) element.dataset.label = label
+  element.textContent = text
+  return element
+}
+
+function instanceRow (instance, isThis) {
+  const row = document.createElement('tr')
+  row.dataset.id = instance.id
+  // textContent only: any client of the Redis can write an instance's entry (the server checks its shape, not its text).
+  const name = cell('th', 'instance-name', null, '')
+  name.scope = 'row'
+  name.append(cell('span', 'instance-host', null, instance.host), cell('span', 'instance-pid', null, `pid ${instance.pid}`))
+  if (isThis) name.append(cell('span', 'instance-this', null, 'this one'))
+  const state = cell('span', 'bus-state', null, '')
+  setBusState(state, instance.bus)
+  const bus = cell('td', 'instance-bus', 'Bus', '')
+  bus.append(state)
+  row.append(
+    name,
+    cell('td', 'instance-current', 'Streams', String(instance.current)),
+    cell('td', 'instance-accepted', 'Accepted', String(instance.accepted)),
+    cell('td', 'instance-rejected', 'Refused', String(instance.rejected)),
+    bus
+  )
+  return row
+}
+
+/** With the Redis bus the stats list every live instance, the one that answered first; without it, none. */
+function showInstances (instances, bus) {
+  $('cluster').hidden = !Array.isArray(instances)
+  if (!Array.isArray(instances)) return
+  $('instances').replaceChildren(...instances.map((instance, i) => instanceRow(instance, i === 0)))
+  $('cluster-note').hidden = bus.state !== 'down'
 }
 
 async function pollStats () {
