@@ -4,7 +4,7 @@ import t from 'tap'
 import { accountSequence, addAccount, emptyPhaseAccount, RESYNC } from '../benchmarks/cluster/accounting'
 import type { ChaosResult, KindRow } from '../benchmarks/cluster/chaos'
 import type { FanoutRow } from '../benchmarks/cluster/fanout-phase'
-import { TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
+import { combineRounds, TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
 import { defaultOutDir, FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/cluster/plan'
 import { parseCommandStats, RedisServer } from '../benchmarks/cluster/redis-server'
 import { clusterMarkdown, targets, type ClusterResults } from '../benchmarks/cluster/report'
@@ -32,6 +32,9 @@ t.test('--quick is the same run, scaled down; filters apply to either plan', asy
   t.throws(() => parseArgs(['--phases=chaos,storm']), /unknown phase "storm"/)
   t.throws(() => parseArgs(['--streams=10,x']), /positive integers, got "x"/)
   t.throws(() => parseArgs(['--fast']), /unknown argument "--fast"/)
+  t.equal(parseArgs(['--rounds=1']).plan.fanout.rounds, 1)
+  t.equal(FULL_PLAN.fanout.rounds, 3)
+  t.throws(() => parseArgs(['--rounds=0']), /--rounds takes a positive integer/)
   t.equal(parseArgs(['--help']).help, true)
   t.equal(parseArgs(['--out=/tmp/x']).outDir, '/tmp/x')
   t.equal(QUICK_PLAN.name, 'quick')
@@ -97,9 +100,23 @@ t.test('the fan-out stamp is found in a notification\'s title', async (t) => {
   t.same(found, [123456789])
 })
 
+t.test('a fan-out row is the median of its rounds, with the worst share', async (t) => {
+  const round = (p99Ms: number, share: number): FanoutRow => ({
+    setup: 'redis', instances: 4, streams: 10, admitted: 10, perInstance: [3, 3, 2, 2], events: 5, notifyFailures: 0, share, p50Ms: p99Ms / 2, p99Ms, maxMs: p99Ms + 1, p99ByRound: []
+  })
+  const row = combineRounds([round(30, 1), round(10, 0.9), round(20, 1)])
+  t.equal(row.p99Ms, 20)
+  t.equal(row.p50Ms, 10)
+  t.equal(row.maxMs, 31)
+  t.equal(row.share, 0.9)
+  t.same(row.p99ByRound, [30, 10, 20], 'in the order measured')
+  t.equal(combineRounds([round(10, 1), round(20, 1)]).p99Ms, 15)
+  t.throws(() => combineRounds([]))
+})
+
 t.test('targets are judged on the run\'s own figures: met and NOT met', async (t) => {
   const row = (setup: 'memory' | 'redis', p99Ms: number, share = 1): FanoutRow => ({
-    setup, instances: setup === 'memory' ? 1 : 4, streams: 1000, admitted: 1000, perInstance: [1000], events: 5, notifyFailures: 0, share, p50Ms: 1, p99Ms, maxMs: p99Ms
+    setup, instances: setup === 'memory' ? 1 : 4, streams: 1000, admitted: 1000, perInstance: [1000], events: 5, notifyFailures: 0, share, p50Ms: 1, p99Ms, maxMs: p99Ms, p99ByRound: [p99Ms]
   })
   const kind = (lost: number): KindRow => ({
     kind: 'client', clients: 10, goneAtStart: 0, received: 100, lost, coveredByResync: 0, duplicated: 0, outOfOrder: 0, unexpected: 0,

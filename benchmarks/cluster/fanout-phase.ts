@@ -28,6 +28,29 @@ export interface FanoutRow {
   p50Ms: number
   p99Ms: number
   maxMs: number
+  /** p99 of each round, in the order measured (the row's figures are the medians over rounds). */
+  p99ByRound: number[]
+}
+
+function median (values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** One row from a setup's rounds: median latencies, the worst share and admission. */
+export function combineRounds (rounds: FanoutRow[]): FanoutRow {
+  if (rounds.length === 0) throw new Error('no rounds to combine')
+  return {
+    ...rounds[0],
+    admitted: Math.min(...rounds.map((r) => r.admitted)),
+    notifyFailures: rounds.reduce((sum, r) => sum + r.notifyFailures, 0),
+    share: Math.min(...rounds.map((r) => r.share)),
+    p50Ms: median(rounds.map((r) => r.p50Ms)),
+    p99Ms: median(rounds.map((r) => r.p99Ms)),
+    maxMs: Math.max(...rounds.map((r) => r.maxMs)),
+    p99ByRound: rounds.map((r) => r.p99Ms)
+  }
 }
 
 export type Log = (line: string) => void
@@ -87,7 +110,8 @@ export async function measureFanout (
       share: admitted === 0 ? 0 : received / (admitted * plan.fanout.events),
       p50Ms: latency.quantile(0.5) / 1000,
       p99Ms: latency.quantile(0.99) / 1000,
-      maxMs: latency.max / 1000
+      maxMs: latency.max / 1000,
+      p99ByRound: []
     }
     log(`  admitted ${admitted} (${perInstance.join('/')}), delivered ${(row.share * 100).toFixed(2)}%, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms`)
     return row

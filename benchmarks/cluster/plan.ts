@@ -10,6 +10,8 @@ export interface ClusterPlan {
   fanout: {
     /** Total streams, each measured with 1 instance (memory bus) and with `workers` instances. */
     streams: number[]
+    /** Each pair measured this many times, alternating which goes first; rows give the medians. */
+    rounds: number
     streamsPerProcess: number
     connectConcurrency: number
     /** Unmeasured broadcasts first (JIT, first-touch allocations), then `events` measured ones. */
@@ -52,6 +54,7 @@ export const FULL_PLAN: Readonly<ClusterPlan> = Object.freeze({
   workers: 4,
   fanout: {
     streams: [1000, 10_000],
+    rounds: 3,
     streamsPerProcess: 2500,
     connectConcurrency: 64,
     warmupEvents: 3,
@@ -78,7 +81,7 @@ export const FULL_PLAN: Readonly<ClusterPlan> = Object.freeze({
 export const QUICK_PLAN: Readonly<ClusterPlan> = Object.freeze({
   ...FULL_PLAN,
   name: 'quick',
-  fanout: { ...FULL_PLAN.fanout, streams: [200, 1000], events: 8, warmupEvents: 2 },
+  fanout: { ...FULL_PLAN.fanout, streams: [200, 1000], rounds: 1, events: 8, warmupEvents: 2 },
   chaos: { ...FULL_PLAN.chaos, clients: 300, eventSourceClients: 40, clientsPerProcess: 150, durationMs: 20_000, killEveryMs: 8000, drainMs: 8000 },
   restart: { broadcastsPerSec: 20, beforeMs: 3000, outageMs: 3000, afterMs: 5000, drainMs: 3000 }
 })
@@ -97,6 +100,7 @@ export const USAGE = `npm run bench:cluster [-- --quick] [-- --out=DIR] [-- --ph
   --out=DIR        write cluster.{json,md,svg} to DIR instead
   --phases=LIST    run only these phases (a targeted run: written to results/tmp/ unless --out)
   --streams=LIST   fan-out stream counts (a targeted run, as --phases)
+  --rounds=N       fan-out rounds (a targeted run, as --phases)
 `
 
 function listArg (arg: string, name: string): string[] {
@@ -109,7 +113,7 @@ export function parseArgs (argv: string[]): ParsedArgs {
   let plan: ClusterPlan = structuredClone(FULL_PLAN) as ClusterPlan
   let outDir: string | null = null
   let help = false
-  const filters: { phases?: Phase[], streams?: number[] } = {}
+  const filters: { phases?: Phase[], streams?: number[], rounds?: number } = {}
   for (const arg of argv) {
     if (arg === '--quick') plan = structuredClone(QUICK_PLAN) as ClusterPlan
     else if (arg === '--help' || arg === '-h') help = true
@@ -124,12 +128,17 @@ export function parseArgs (argv: string[]): ParsedArgs {
         if (!Number.isSafeInteger(n) || n < 1) throw new Error(`bench:cluster: --streams takes positive integers, got ${JSON.stringify(text)}`)
         return n
       })
+    } else if (arg.startsWith('--rounds=')) {
+      const rounds = Number(arg.slice('--rounds='.length))
+      if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error(`bench:cluster: --rounds takes a positive integer, got ${JSON.stringify(arg.slice('--rounds='.length))}`)
+      filters.rounds = rounds
     } else throw new Error(`bench:cluster: unknown argument ${JSON.stringify(arg)}\n${USAGE}`)
   }
   // Filters apply to whichever plan was picked, whatever the order of the arguments.
   if (filters.phases !== undefined) plan.phases = filters.phases
   if (filters.streams !== undefined) plan.fanout.streams = filters.streams
-  return { plan, outDir, help, targeted: filters.phases !== undefined || filters.streams !== undefined }
+  if (filters.rounds !== undefined) plan.fanout.rounds = filters.rounds
+  return { plan, outDir, help, targeted: Object.keys(filters).length > 0 }
 }
 
 /** Gap between two broadcasts of the fan-out phase at `streams` total streams. */

@@ -95,19 +95,20 @@ export function clusterMarkdown (results: ClusterResults): string {
   if (fanout.length > 0) {
     out.push('## Fan-out: 1 instance (memory bus) vs ' + results.plan.workers + ' (Redis bus, node:cluster), same total streams', '')
     out.push(markdownTable(
-      ['setup', 'streams', 'admitted (per instance)', 'delivered', 'p50 ms', 'p99 ms', 'max ms', 'p99 vs 1 instance'],
+      ['setup', 'streams', 'admitted (per instance)', 'delivered', 'p50 ms', 'p99 ms', 'max ms', 'p99 vs 1 instance', 'p99 per round ms'],
       fanout.map((r) => {
         const one = fanout.find((o) => o.streams === r.streams && o.setup === 'memory')
         return [
           r.setup === 'memory' ? '1 instance, memory bus' : `${r.instances} workers, Redis bus`,
           int(r.streams), `${int(r.admitted)} (${r.perInstance.map(int).join(' / ')})`,
           `${(r.share * 100).toFixed(2)}%`, ms(r.p50Ms), ms(r.p99Ms), ms(r.maxMs),
-          one === undefined || r === one ? '1×' : `${(r.p99Ms / one.p99Ms).toFixed(2)}×`
+          one === undefined || r === one ? '1×' : `${(r.p99Ms / one.p99Ms).toFixed(2)}×`,
+          r.p99ByRound.map(ms).join(', ')
         ]
       }),
-      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right']
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left']
     ), '')
-    out.push(`Each row: ${results.plan.fanout.warmupEvents} unmeasured then ${results.plan.fanout.events} measured broadcasts, each a POST /api/notify (a new connection: node:cluster hands it to a worker) stamped with the poster's monotonic clock; delivery = stamp → arrival at the client process (raw sockets, every event × every stream).`, '')
+    out.push(`Each row: the median over ${results.plan.fanout.rounds} round(s) (delivered: the worst round; max: the largest), the two setups alternating which goes first; each round ${results.plan.fanout.warmupEvents} unmeasured then ${results.plan.fanout.events} measured broadcasts, each a POST /api/notify (a new connection: node:cluster hands it to a worker) stamped with the poster's monotonic clock; delivery = stamp → arrival at the client process (raw sockets, every event × every stream).`, '')
   }
   if (chaos !== null) {
     out.push(`## Chaos: ${chaos.instances} workers, a worker SIGKILLed every ${results.plan.chaos.killEveryMs / 1000} s`, '')

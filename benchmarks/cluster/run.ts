@@ -10,7 +10,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { repoRoot } from '../lib/repo-root'
 import { runChaos } from './chaos'
-import { measureFanout, type FanoutRow } from './fanout-phase'
+import { combineRounds, measureFanout, type FanoutRow } from './fanout-phase'
 import { defaultOutDir, parseArgs, USAGE, type ClusterPlan } from './plan'
 import { Population } from './population'
 import { killAllGroups } from './processes'
@@ -31,14 +31,19 @@ async function runPhases (plan: ClusterPlan, cli: string, results: ClusterResult
   const redis = await RedisServer.start()
   log(`redis-server on port ${redis.port}`)
   for (const streams of plan.phases.includes('fanout') ? plan.fanout.streams : []) {
-    for (const setup of ['memory', 'redis'] as const) {
-      try {
-        results.fanout.push(await measureFanout(plan, cli, setup, streams, redis.url, log) satisfies FanoutRow)
-      } catch (error) {
-        results.failures.push(`fan-out ${setup} ${streams}: ${(error as Error).message}`)
-        log(`fan-out ${setup} ${streams} failed: ${(error as Error).message}`)
+    const measured: Record<'memory' | 'redis', FanoutRow[]> = { memory: [], redis: [] }
+    for (let round = 0; round < plan.fanout.rounds; round++) {
+      // Alternate which setup goes first, so a drift on the shared host favours neither.
+      for (const setup of round % 2 === 0 ? ['memory', 'redis'] as const : ['redis', 'memory'] as const) {
+        try {
+          measured[setup].push(await measureFanout(plan, cli, setup, streams, redis.url, log))
+        } catch (error) {
+          results.failures.push(`fan-out ${setup} ${streams} round ${round + 1}: ${(error as Error).message}`)
+          log(`fan-out ${setup} ${streams} failed: ${(error as Error).message}`)
+        }
       }
     }
+    for (const setup of ['memory', 'redis'] as const) if (measured[setup].length > 0) results.fanout.push(combineRounds(measured[setup]))
   }
   if (!plan.phases.includes('chaos') && !plan.phases.includes('restart')) {
     await redis.kill()
@@ -96,7 +101,7 @@ async function main (): Promise<void> {
   results.finishedAt = new Date().toISOString()
   results.durationS = (Date.now() - started) / 1000
   process.stdout.write(await writeClusterReport(dir, results) + '\n')
-  log(`${plan.name} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(dir, 'cluster.{json,md,svg}')}`)
+  log(`${plan.name}${targeted ? " (targeted)" : ""} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(dir, 'cluster.{json,md,svg}')}`)
 }
 
 main().catch((error: Error) => {
