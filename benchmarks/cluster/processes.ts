@@ -32,6 +32,13 @@ export function killAllGroups (): void {
 }
 
 process.once('exit', killAllGroups)
+// Ctrl-C or a kill of the runner: 'exit' handlers do not run on a signal's default action.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    killAllGroups()
+    process.exit(130)
+  })
+}
 
 /** A port free on 127.0.0.1 right now (the OS picks it; the caller binds it at once). */
 export function freePort (): Promise<number> {
