@@ -76,7 +76,7 @@ export async function measureFanout (
     const admitted = connected.reduce((sum, c) => sum + c.admitted, 0)
     const errors = connected.flatMap((c) => c.errors)
     if (admitted < streams) log(`  only ${admitted} of ${streams} streams admitted: ${errors.slice(0, 3).join('; ')}`)
-    const perInstance = setup === 'redis' ? await streamsPerInstance(tower.port, tower.workerPids, 5000) : [admitted]
+    const perInstance = setup === 'redis' ? await streamsPerInstance(tower.port, tower.workerPids, admitted, 5000) : [admitted]
     const intervalMs = fanoutIntervalMs(plan, streams)
     let seq = 0
     let notifyFailures = 0

@@ -56,7 +56,7 @@ async function runPhases (plan: ClusterPlan, cli: string, results: ClusterResult
   try {
     log(`chaos: opening ${chaos.clients} tower-sse/client and ${chaos.eventSourceClients} EventSource clients`)
     const opened = await population.open(`http://127.0.0.1:${tower.port}/api/events`, chaos.connectTimeoutMs)
-    log(`chaos: open ${opened.client.open}/${opened.client.count} + ${opened.eventsource.open}/${opened.eventsource.count}; per instance ${(await streamsPerInstance(tower.port, tower.workerPids, 5000)).join('/')}`)
+    log(`chaos: open ${opened.client.open}/${opened.client.count} + ${opened.eventsource.open}/${opened.eventsource.count}; per instance ${(await streamsPerInstance(tower.port, tower.workerPids, opened.client.open + opened.eventsource.open, 5000)).join('/')}`)
     let nextSeq = 1
     if (plan.phases.includes('chaos')) {
       const chaosRun = await runChaos(plan, tower, population, redis, { client: opened.client.count, eventsource: opened.eventsource.count }, nextSeq, log)

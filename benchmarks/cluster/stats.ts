@@ -30,16 +30,17 @@ export function readStats (port: number, timeoutMs = 3000): Promise<TowerStatsVi
 /**
  * Streams per worker as the cluster reports them (each instance reports once a second through
  * Redis, where a Tower killed a moment ago may still be listed: only `pids` count), retried until
- * every one of them is listed or `timeoutMs` passes.
+ * every one of them is listed with `total` streams between them (reports lag by up to a second)
+ * or `timeoutMs` passes.
  */
-export async function streamsPerInstance (port: number, pids: ReadonlySet<number>, timeoutMs: number): Promise<number[]> {
+export async function streamsPerInstance (port: number, pids: ReadonlySet<number>, total: number, timeoutMs: number): Promise<number[]> {
   const deadline = Date.now() + timeoutMs
   let best: number[] = []
   while (Date.now() < deadline) {
     const stats = await readStats(port)
     const counts = (stats.instances ?? []).filter((i) => pids.has(i.pid)).map((i) => i.current).sort((a, b) => b - a)
-    if (counts.length >= pids.size) return counts
-    if (counts.length > best.length) best = counts
+    if (counts.length >= pids.size && counts.reduce((sum, n) => sum + n, 0) === total) return counts
+    if (counts.length >= best.length) best = counts
     await new Promise((resolve) => setTimeout(resolve, 250))
   }
   return best
