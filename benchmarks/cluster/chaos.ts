@@ -1,3 +1,4 @@
+import type { SequenceAccount } from './accounting'
 import { emptyPostLog, postSequence, type PostLog } from './notify'
 import type { ClusterPlan } from './plan'
 import type { KindPhase, Population } from './population'
@@ -6,19 +7,13 @@ import { sleep } from './processes'
 import type { TowerProcess } from './tower'
 import type { ClientKind } from './seq-client'
 
-export interface KindRow {
+/** One kind of client's phase: the sums of its clients' accounts (see SequenceAccount) and more. */
+export interface KindRow extends SequenceAccount {
   kind: ClientKind
   /** Clients accounted (open, or reconnecting, when the phase began). */
   clients: number
   /** Clients already closed for good when the phase began (left out). */
   goneAtStart: number
-  received: number
-  lost: number
-  /** Missed, but before the first event after a resync (the client refetches its state). */
-  coveredByResync: number
-  duplicated: number
-  outOfOrder: number
-  unexpected: number
   clientsWithLoss: number
   clientsWithDuplicates: number
   clientsOutOfOrder: number
