@@ -36,6 +36,7 @@ t.test('--quick is the same run, scaled down; filters apply to either plan', asy
   t.equal(FULL_PLAN.fanout.rounds, 3)
   t.throws(() => parseArgs(['--rounds=0']), /--rounds takes a positive integer/)
   t.equal(parseArgs(['--help']).help, true)
+  t.equal(parseArgs(['--render']).render, true)
   t.equal(parseArgs(['--out=/tmp/x']).outDir, '/tmp/x')
   t.equal(QUICK_PLAN.name, 'quick')
 })

@@ -93,6 +93,8 @@ export interface ParsedArgs {
   help: boolean
   /** Only some phases or stream counts: not a full result set. */
   targeted: boolean
+  /** Redraw cluster.md and cluster.svg from the cluster.json already in the output folder. */
+  render: boolean
 }
 
 export const USAGE = `npm run bench:cluster [-- --quick] [-- --out=DIR] [-- --phases=fanout,chaos,restart] [-- --streams=1000,10000]
@@ -101,6 +103,7 @@ export const USAGE = `npm run bench:cluster [-- --quick] [-- --out=DIR] [-- --ph
   --phases=LIST    run only these phases (a targeted run: written to results/tmp/ unless --out)
   --streams=LIST   fan-out stream counts (a targeted run, as --phases)
   --rounds=N       fan-out rounds (a targeted run, as --phases)
+  --render         redraw cluster.md and cluster.svg from cluster.json (no run)
 `
 
 function listArg (arg: string, name: string): string[] {
@@ -113,10 +116,12 @@ export function parseArgs (argv: string[]): ParsedArgs {
   let plan: ClusterPlan = structuredClone(FULL_PLAN) as ClusterPlan
   let outDir: string | null = null
   let help = false
+  let render = false
   const filters: { phases?: Phase[], streams?: number[], rounds?: number } = {}
   for (const arg of argv) {
     if (arg === '--quick') plan = structuredClone(QUICK_PLAN) as ClusterPlan
     else if (arg === '--help' || arg === '-h') help = true
+    else if (arg === '--render') render = true
     else if (arg.startsWith('--out=') && arg.length > '--out='.length) outDir = arg.slice('--out='.length)
     else if (arg.startsWith('--phases=')) {
       const phases = listArg(arg, 'phases')
@@ -138,7 +143,7 @@ export function parseArgs (argv: string[]): ParsedArgs {
   if (filters.phases !== undefined) plan.phases = filters.phases
   if (filters.streams !== undefined) plan.fanout.streams = filters.streams
   if (filters.rounds !== undefined) plan.fanout.rounds = filters.rounds
-  return { plan, outDir, help, targeted: Object.keys(filters).length > 0 }
+  return { plan, outDir, help, render, targeted: Object.keys(filters).length > 0 }
 }
 
 /** Gap between two broadcasts of the fan-out phase at `streams` total streams. */

@@ -149,10 +149,10 @@ export async function clusterChart (fanout: FanoutRow[]): Promise<string> {
       height: 180,
       mark: 'bar',
       encoding: {
-        x: { field: 'quantile', type: 'nominal', title: null },
+        x: { field: 'quantile', type: 'nominal', title: null, axis: { labelAngle: 0 } },
         xOffset: { field: 'setup', type: 'nominal' },
         y: { field: 'ms', type: 'quantitative', title: 'ms' },
-        color: { field: 'setup', type: 'nominal', title: null }
+        color: { field: 'setup', type: 'nominal', title: null, legend: { labelLimit: 300, orient: 'bottom' } }
       }
     },
     resolve: { scale: { y: 'independent' } }

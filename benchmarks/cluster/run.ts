@@ -5,7 +5,7 @@
  * benchmarks/results/cluster.{json,md,svg} (a --quick run's in benchmarks/results/tmp/).
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { repoRoot } from '../lib/repo-root'
@@ -78,7 +78,7 @@ async function waitForWorkers (tower: TowerProcess, workers: number): Promise<vo
 }
 
 async function main (): Promise<void> {
-  const { plan, outDir, help, targeted } = parseArgs(process.argv.slice(2))
+  const { plan, outDir, help, targeted, render } = parseArgs(process.argv.slice(2))
   if (help) {
     process.stdout.write(USAGE)
     return
@@ -87,6 +87,11 @@ async function main (): Promise<void> {
   const cli = towerCli(root)
   if (!existsSync(cli)) throw new Error(`${cli} is missing: run npm run bench:build first`)
   const dir = outDir ?? defaultOutDir(path.join(root, 'benchmarks', 'results'), plan, targeted)
+  if (render) {
+    const saved = JSON.parse(readFileSync(path.join(dir, 'cluster.json'), 'utf8')) as ClusterResults
+    process.stdout.write(await writeClusterReport(dir, saved) + '\n')
+    return
+  }
   const started = Date.now()
   const results: ClusterResults = { plan, finishedAt: '', durationS: 0, machine: machine(), fanout: [], chaos: null, restart: null, failures: [] }
   try {
