@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
-import net from 'node:net'
 
 /**
  * Every process group this run started (redis-server, Tower and its workers): killed at the end,
@@ -37,18 +36,6 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     killAllGroups()
     process.exit(130)
-  })
-}
-
-/** A port free on 127.0.0.1 right now (the OS picks it; the caller binds it at once). */
-export function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
   })
 }
 

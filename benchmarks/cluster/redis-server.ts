@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
-import { freePort, killGroup, spawnGroup, waitFor } from './processes'
+import { freePort } from '../lib/free-port'
+import { killGroup, spawnGroup, waitFor } from './processes'
 
 const READY_TIMEOUT_MS = 10_000
 

@@ -1,7 +1,8 @@
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import type { ChildProcess } from 'node:child_process'
-import { freePort, killGroup, spawnGroup, waitFor } from './processes'
+import { freePort } from '../lib/free-port'
+import { killGroup, spawnGroup, waitFor } from './processes'
 
 const START_TIMEOUT_MS = 30_000
 
