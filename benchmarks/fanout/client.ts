@@ -47,10 +47,10 @@ function field (request: IpcRequest, name: string): unknown {
 }
 
 /** Opens one stream; resolves true once the server answered 200, false on anything else. */
-function openStream (port: number, localAddress: string, path: string, errors: string[]): Promise<boolean> {
+function openStream (port: number, localAddress: string, path: string, marker: string | undefined, errors: string[]): Promise<boolean> {
   return new Promise((resolve) => {
     const stream: Stream = { socket: net.connect({ host: '127.0.0.1', port, localAddress }), open: true, events: 0 }
-    const scanner = new StampScanner()
+    const scanner = new StampScanner(marker)
     const countStamp = onStamp.bind(stream)
     let answered = false
     stream.socket.setNoDelay(true)
@@ -94,13 +94,15 @@ serveIpc('fanout client', {
     const concurrency = Number(field(request, 'concurrency'))
     const localAddress = String(field(request, 'localAddress'))
     const path = String(field(request, 'path'))
+    // Optional: where the stamp sits in the payload, when it is not the fanout's own event.
+    const marker = request.marker === undefined ? undefined : String(request.marker)
     const errors: string[] = []
     let next = 0
     let admitted = 0
     const worker = async (): Promise<void> => {
       while (next < count) {
         next++
-        if (await openStream(port, localAddress, path, errors)) admitted++
+        if (await openStream(port, localAddress, path, marker, errors)) admitted++
       }
     }
     await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))

@@ -1,0 +1,111 @@
+/** Put in a client's arrivals where it received `event: resync` (sequence numbers are >= 1). */
+export const RESYNC = 0
+
+/** One client's events of a phase, checked against what the server accepted. */
+export interface SequenceAccount {
+  /** Distinct sequence numbers of the phase received. */
+  received: number
+  /** Accepted (notify answered 200) but never received, and not covered by a resync. */
+  lost: number
+  /**
+   * Accepted, never received, but older than the first event after a resync: the resync told the
+   * client to refetch its state, which holds them.
+   */
+  coveredByResync: number
+  /** Received again after a first time. */
+  duplicated: number
+  /** Received after a higher sequence number (first receipts only). */
+  outOfOrder: number
+  /** Received although notify refused it (e.g. a 503): it was published after all. */
+  unexpected: number
+}
+
+/**
+ * Accounts for the sequence numbers a client received, in arrival order, against the set the
+ * poster saw accepted. Numbers whose POST had no answer (the worker died mid-request) may or may
+ * not have been published: receiving one is fine, missing one is not a loss. The poster sends one
+ * notify at a time, so publication order is sequence order.
+ */
+export function accountSequence (
+  arrivals: readonly number[],
+  accepted: ReadonlySet<number>,
+  unknown: ReadonlySet<number>,
+  range: { from: number, to: number },
+  onLost?: (seq: number) => void
+): SequenceAccount {
+  const seen = new Set<number>()
+  let highest = Number.NEGATIVE_INFINITY
+  let duplicated = 0
+  let outOfOrder = 0
+  let unexpected = 0
+  let resyncPending = false
+  let coveredBelow = Number.NEGATIVE_INFINITY
+  for (const seq of arrivals) {
+    if (seq === RESYNC) {
+      resyncPending = true
+      continue
+    }
+    if (resyncPending) {
+      resyncPending = false
+      coveredBelow = Math.max(coveredBelow, seq)
+    }
+    if (seq < range.from || seq > range.to) continue
+    if (seen.has(seq)) {
+      duplicated++
+      continue
+    }
+    seen.add(seq)
+    if (seq < highest) outOfOrder++
+    else highest = seq
+    if (!accepted.has(seq) && !unknown.has(seq)) unexpected++
+  }
+  let lost = 0
+  let coveredByResync = 0
+  for (const seq of accepted) {
+    if (seq < range.from || seq > range.to || seen.has(seq)) continue
+    if (seq < coveredBelow) {
+      coveredByResync++
+      continue
+    }
+    lost++
+    onLost?.(seq)
+  }
+  return { received: seen.size, lost, coveredByResync, duplicated, outOfOrder, unexpected }
+}
+
+/** Sums over clients, and how many clients had at least one of each. */
+export interface PhaseAccount {
+  clients: number
+  totals: Omit<SequenceAccount, 'received'> & { received: number }
+  clientsWith: Record<typeof KINDS[number], number>
+}
+
+const KINDS = ['lost', 'coveredByResync', 'duplicated', 'outOfOrder', 'unexpected'] as const
+
+export function emptyPhaseAccount (): PhaseAccount {
+  return {
+    clients: 0,
+    totals: { received: 0, lost: 0, coveredByResync: 0, duplicated: 0, outOfOrder: 0, unexpected: 0 },
+    clientsWith: { lost: 0, coveredByResync: 0, duplicated: 0, outOfOrder: 0, unexpected: 0 }
+  }
+}
+
+/** Adds one client's account (or another process's sum, when `other` is a PhaseAccount). */
+export function addAccount (sum: PhaseAccount, other: SequenceAccount | PhaseAccount): PhaseAccount {
+  if ('totals' in other) {
+    sum.clients += other.clients
+    sum.totals.received += other.totals.received
+    for (const kind of KINDS) {
+      sum.totals[kind] += other.totals[kind]
+      sum.clientsWith[kind] += other.clientsWith[kind]
+    }
+    return sum
+  }
+  sum.clients++
+  sum.totals.received += other.received
+  for (const kind of KINDS) {
+    sum.totals[kind] += other[kind]
+    if (other[kind] > 0) sum.clientsWith[kind]++
+  }
+  return sum
+}

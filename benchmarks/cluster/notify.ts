@@ -1,0 +1,73 @@
+import http from 'node:http'
+
+/** How one POST /api/notify ended: its status (and Retry-After), or no answer at all. */
+export type NotifyOutcome =
+  | { kind: 'answered', status: number, retryAfter: string | null }
+  | { kind: 'no-answer', error: string }
+
+/**
+ * Posts one notification on a new connection (so that node:cluster hands each POST to the next
+ * worker), answered or not within `timeoutMs`.
+ */
+export function postNotify (port: number, notification: { type: string, title: string, body: string }, timeoutMs: number): Promise<NotifyOutcome> {
+  const body = JSON.stringify(notification)
+  return new Promise((resolve) => {
+    const request = http.request({
+      host: '127.0.0.1',
+      port,
+      method: 'POST',
+      path: '/api/notify',
+      agent: false,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' },
+      timeout: timeoutMs
+    }, (response) => {
+      response.resume()
+      response.once('end', () => resolve({ kind: 'answered', status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'] ?? null }))
+      response.once('error', (error) => resolve({ kind: 'no-answer', error: error.message }))
+    })
+    request.once('timeout', () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)))
+    request.once('error', (error) => resolve({ kind: 'no-answer', error: error.message }))
+    request.end(body)
+  })
+}
+
+/** What a run of sequenced posts got back: which sequence numbers were accepted, refused, unanswered. */
+export interface PostLog {
+  accepted: number[]
+  /** Sequence number → status, for every answer other than 200. */
+  refused: Array<{ seq: number, status: number, retryAfter: string | null, at: number }>
+  unknown: number[]
+  /** Epoch ms at which each accepted sequence number was answered. */
+  acceptedAt: Map<number, number>
+}
+
+export function emptyPostLog (): PostLog {
+  return { accepted: [], refused: [], unknown: [], acceptedAt: new Map() }
+}
+
+/**
+ * Posts sequence numbers `firstSeq`, `firstSeq + 1`, … one at a time (never two in flight, so
+ * publication order is sequence order) at `perSec`, for `durationMs`: a tick that comes while a
+ * POST is still out is skipped, not queued.
+ */
+export async function postSequence (
+  port: number, firstSeq: number, perSec: number, durationMs: number, timeoutMs: number, log: PostLog
+): Promise<number> {
+  const intervalMs = 1000 / perSec
+  const start = Date.now()
+  let seq = firstSeq
+  for (let tick = 0; tick * intervalMs < durationMs; tick++) {
+    const due = start + tick * intervalMs
+    const wait = due - Date.now()
+    if (wait < -intervalMs) continue
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+    const outcome = await postNotify(port, { type: 'bench', title: String(seq), body: '' }, timeoutMs)
+    if (outcome.kind === 'no-answer') log.unknown.push(seq)
+    else if (outcome.status === 200) {
+      log.accepted.push(seq)
+      log.acceptedAt.set(seq, Date.now())
+    } else log.refused.push({ seq, status: outcome.status, retryAfter: outcome.retryAfter, at: Date.now() })
+    seq++
+  }
+  return seq
+}

@@ -1,0 +1,106 @@
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import type { ChildProcess } from 'node:child_process'
+import { freePort, killGroup, spawnGroup, waitFor } from './processes'
+
+const START_TIMEOUT_MS = 30_000
+
+export interface TowerStart {
+  /** Compiled Tower CLI (build/lib/tower/cli.js). */
+  cli: string
+  workers: number
+  /** Without it: one process on the memory bus. */
+  redisUrl?: string
+  /** Plugin options as flags, e.g. ['--max-clients', '12000']. */
+  flags: string[]
+}
+
+/** One line of Tower's output: who said it, when (epoch ms) and what. */
+interface TowerLine { pid: number, time: number, msg: string }
+
+function parseLine (line: string, primaryPid: number): TowerLine | null {
+  if (line.startsWith('{')) {
+    try {
+      const record = JSON.parse(line) as { pid?: number, time?: number, msg?: string }
+      if (typeof record.msg !== 'string') return null
+      return { pid: record.pid ?? primaryPid, time: record.time ?? Date.now(), msg: record.msg }
+    } catch {
+      return null
+    }
+  }
+  return { pid: primaryPid, time: Date.now(), msg: line }
+}
+
+/**
+ * Tower as `npm start` runs it (the compiled CLI), one process or a node:cluster primary with
+ * workers; what it prints tells which workers live and when each one's Redis bus came back.
+ */
+export class TowerProcess {
+  readonly workerPids = new Set<number>()
+  /** Pids that printed their "listening" line, and when (epoch ms). */
+  readonly listening = new Set<number>()
+  readonly listeningAt = new Map<number, number>()
+  /** Per worker pid, when it logged "Redis bus is up again" (epoch ms, the worker's own clock reading). */
+  readonly busUpAt = new Map<number, number[]>()
+  readonly busDownAt = new Map<number, number[]>()
+  private readonly child: ChildProcess
+
+  private constructor (readonly port: number, options: TowerStart) {
+    const args = [options.cli, '--host', '127.0.0.1', '--port', String(port), '--workers', String(options.workers), ...options.flags]
+    if (options.redisUrl !== undefined) args.push('--redis', options.redisUrl)
+    this.child = spawnGroup(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    const primary = this.child.pid as number
+    if (options.workers === 1) this.workerPids.add(primary)
+    const lines = createInterface({ input: this.child.stdout as NodeJS.ReadableStream })
+    lines.on('line', (text) => {
+      const line = parseLine(text, primary)
+      if (line !== null) this.onLine(line)
+    })
+  }
+
+  private onLine ({ pid, time, msg }: TowerLine): void {
+    const started = /^tower: worker (\d+) started/.exec(msg)
+    if (started !== null) this.workerPids.add(Number(started[1]))
+    const died = /^tower: worker (\d+) died/.exec(msg)
+    if (died !== null) {
+      this.workerPids.delete(Number(died[1]))
+      this.listening.delete(Number(died[1]))
+    }
+    if (msg.startsWith('tower: listening on')) {
+      this.listening.add(pid)
+      this.listeningAt.set(pid, time)
+    }
+    if (msg.includes('Redis bus is up again')) this.busUpAt.set(pid, [...(this.busUpAt.get(pid) ?? []), time])
+    if (msg.includes('Redis bus is down')) this.busDownAt.set(pid, [...(this.busDownAt.get(pid) ?? []), time])
+  }
+
+  static async start (options: TowerStart): Promise<TowerProcess> {
+    const tower = new TowerProcess(await freePort(), options)
+    let exited = false
+    tower.child.once('exit', () => { exited = true })
+    await waitFor(`Tower (${options.workers} worker(s)) to listen`, () => {
+      if (exited) throw new Error('Tower exited at start')
+      return tower.ready(options.workers)
+    }, START_TIMEOUT_MS)
+    return tower
+  }
+
+  /** Every one of `workers` live workers is listening. */
+  ready (workers: number): boolean {
+    return this.workerPids.size === workers && [...this.workerPids].every((pid) => this.listening.has(pid))
+  }
+
+  /** SIGKILL to one worker (never the primary); the primary replaces it. */
+  killWorker (pid: number): void {
+    if (pid === this.child.pid) throw new Error('refusing to kill the cluster primary')
+    process.kill(pid, 'SIGKILL')
+  }
+
+  stop (): void {
+    killGroup(this.child.pid as number)
+  }
+}
+
+export function towerCli (root: string): string {
+  return path.join(root, 'build', 'lib', 'tower', 'cli.js')
+}
