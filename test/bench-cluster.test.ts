@@ -1,7 +1,7 @@
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { accountSequence, addAccount, emptyPhaseAccount, RESYNC } from '../benchmarks/cluster/accounting'
+import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough } from '../benchmarks/cluster/accounting'
 import type { ChaosResult, KindRow } from '../benchmarks/cluster/chaos'
 import type { FanoutRow } from '../benchmarks/cluster/fanout-phase'
 import { combineRounds, TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
@@ -77,6 +77,18 @@ t.test('a resync covers what was missed before the first event after it, nothing
   t.same(accountSequence([1, 2, RESYNC, 5, 7, 8], accepted, new Set(), range),
     { received: 5, lost: 1, coveredByResync: 2, duplicated: 0, outOfOrder: 0, unexpected: 0 }, 'a gap after the resync is a loss')
   t.same(accountSequence([1, 2, RESYNC], accepted, new Set(), range).lost, 6, 'a resync followed by nothing covers nothing')
+})
+
+t.test('a resync whose id names an event covers up to that event, even with nothing after it', async (t) => {
+  const accepted = new Set([1, 2, 3, 4, 5, 6, 7, 8])
+  const range = { from: 1, to: 8 }
+  // A client back after the phase's last broadcast: the resync (id of event 8) is its last arrival.
+  t.same(accountSequence([1, 2, resyncThrough(8)], accepted, new Set(), range),
+    { received: 2, lost: 0, coveredByResync: 6, duplicated: 0, outOfOrder: 0, unexpected: 0 })
+  t.same(accountSequence([1, 2, resyncThrough(5), 7, 8], accepted, new Set(), range),
+    { received: 4, lost: 1, coveredByResync: 3, duplicated: 0, outOfOrder: 0, unexpected: 0 }, 'an event after the one it names, missed, is a loss')
+  t.same(accountSequence([1, 2, resyncThrough(4), 5, 6, 7, 8], accepted, new Set(), range),
+    { received: 6, lost: 0, coveredByResync: 2, duplicated: 0, outOfOrder: 0, unexpected: 0 }, 'nothing missed after it')
 })
 
 t.test('per-client accounts add up across clients and processes', async (t) => {

@@ -1,6 +1,15 @@
 /** Put in a client's arrivals where it received `event: resync` (sequence numbers are >= 1). */
 export const RESYNC = 0
 
+/**
+ * Put in a client's arrivals instead of RESYNC when the resync's `lastEventId` is known to be the
+ * id of event `seq`: the instance had delivered everything up to it, so the resync covers it all,
+ * even when no event follows the resync in the phase (a client back after the last broadcast).
+ */
+export function resyncThrough (seq: number): number {
+  return -seq
+}
+
 /** One client's events of a phase, checked against what the server accepted. */
 export interface SequenceAccount {
   /** Distinct sequence numbers of the phase received. */
@@ -8,8 +17,9 @@ export interface SequenceAccount {
   /** Accepted (notify answered 200) but never received, and not covered by a resync. */
   lost: number
   /**
-   * Accepted, never received, but older than the first event after a resync: the resync told the
-   * client to refetch its state, which holds them.
+   * Accepted, never received, but no newer than the event a resync's id names (or, when the id is
+   * not known, older than the first event after it): the resync told the client to refetch its
+   * state, which holds them.
    */
   coveredByResync: number
   /** Received again after a first time. */
@@ -43,6 +53,11 @@ export function accountSequence (
   for (const seq of arrivals) {
     if (seq === RESYNC) {
       resyncPending = true
+      continue
+    }
+    if (seq < RESYNC) {
+      // Exact: what came after the event it names was sent live, so a gap there is a loss.
+      coveredBelow = Math.max(coveredBelow, 1 - seq)
       continue
     }
     if (resyncPending) {

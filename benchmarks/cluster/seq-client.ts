@@ -6,7 +6,7 @@
 import { EventSource } from 'eventsource'
 import { TowerSseClient } from '../../lib/client'
 import { serveIpc, type IpcRequest } from '../lib/ipc'
-import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, type PhaseAccount } from './accounting'
+import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough, type PhaseAccount } from './accounting'
 
 export type ClientKind = 'client' | 'eventsource'
 
@@ -15,6 +15,8 @@ interface Held {
   /** The highest sequence number received: anything above it is a first receipt, no search needed. */
   highest: number
   resyncs: number
+  /** Where in `arrivals` each resync is, and the newest id it names (its data's lastEventId). */
+  resyncIds: Array<{ at: number, id: string }>
   /** Refused attempts (503/429): tower-sse/client waits and retries; EventSource gives up. */
   refusals: number
   refusalsAtMark: number
@@ -29,7 +31,7 @@ interface Held {
 }
 
 function newHeld (): Held {
-  return { arrivals: [], highest: -1, resyncs: 0, refusals: 0, refusalsAtMark: 0, reopens: [], opened: false, closedForGood: false, resyncsAtMark: 0, goneAtMark: false }
+  return { arrivals: [], highest: -1, resyncs: 0, resyncIds: [], refusals: 0, refusalsAtMark: 0, reopens: [], opened: false, closedForGood: false, resyncsAtMark: 0, goneAtMark: false }
 }
 
 let kind: ClientKind = 'client'
@@ -37,17 +39,20 @@ const held: Held[] = []
 const closers: Array<() => void> = []
 /** Per sequence number: how many clients received it (first receipt) and the latest arrival. */
 const firstArrivals = new Map<number, { clients: number, lastMs: number }>()
+/** The sequence number each event id carried, as any client of this process received it. */
+const seqOfId = new Map<string, number>()
 
 function field (request: IpcRequest, name: string): unknown {
   if (request[name] === undefined) throw new Error(`"${request.type}" needs ${name}`)
   return request[name]
 }
 
-function onData (client: Held, data: string): void {
+function onData (client: Held, data: string, id: string): void {
   const { title } = JSON.parse(data) as { title?: unknown }
   if (typeof title !== 'string') return
   const seq = Number(title)
   if (!Number.isSafeInteger(seq) || seq < 1) return
+  if (id !== '') seqOfId.set(id, seq)
   if (seq > client.highest || !client.arrivals.includes(seq)) {
     const seen = firstArrivals.get(seq) ?? { clients: 0, lastMs: 0 }
     seen.clients++
@@ -58,9 +63,25 @@ function onData (client: Held, data: string): void {
   if (seq > client.highest) client.highest = seq
 }
 
-function onResync (client: Held): void {
+function onResync (client: Held, data: string): void {
   client.resyncs++
+  const { lastEventId } = JSON.parse(data) as { lastEventId?: unknown }
+  if (typeof lastEventId === 'string') client.resyncIds.push({ at: client.arrivals.length, id: lastEventId })
   client.arrivals.push(RESYNC)
+}
+
+/**
+ * The client's arrivals with each resync whose id names an event some client of this process
+ * received marked as covering up to it (resolved now: that event may have reached the others
+ * only after the resync reached this one).
+ */
+function arrivalsOf (client: Held): number[] {
+  const arrivals = client.arrivals.slice()
+  for (const { at, id } of client.resyncIds) {
+    const seq = seqOfId.get(id)
+    if (seq !== undefined) arrivals[at] = resyncThrough(seq)
+  }
+  return arrivals
 }
 
 function onOpen (client: Held): void {
@@ -71,8 +92,8 @@ function onOpen (client: Held): void {
 function holdTowerClient (url: string): void {
   const client = newHeld()
   const source = new TowerSseClient(url, { shareAcrossTabs: false })
-  source.addEventListener('message', (event) => onData(client, event.data))
-  source.addEventListener('resync', () => onResync(client))
+  source.addEventListener('message', (event) => onData(client, event.data, event.lastEventId))
+  source.addEventListener('resync', (event) => onResync(client, event.data))
   source.addEventListener('open', () => onOpen(client))
   source.addEventListener('statechange', () => {
     const state = source.state
@@ -86,8 +107,8 @@ function holdTowerClient (url: string): void {
 function holdEventSource (url: string): void {
   const client = newHeld()
   const source = new EventSource(url)
-  source.addEventListener('message', (event) => onData(client, event.data))
-  source.addEventListener('resync', () => onResync(client))
+  source.addEventListener('message', (event) => onData(client, event.data, event.lastEventId))
+  source.addEventListener('resync', (event) => onResync(client, event.data))
   source.addEventListener('open', () => onOpen(client))
   source.addEventListener('error', () => {
     // A non-200 answer (a refusal) fails the connection for good: the spec's EventSource never retries it.
@@ -150,7 +171,7 @@ serveIpc('cluster seq client', {
     const lostSeqs = new Set<number>()
     for (const client of held) {
       if (client.goneAtMark) continue
-      addAccount(account, accountSequence(client.arrivals, accepted, unknown, range, (seq) => lostSeqs.add(seq)))
+      addAccount(account, accountSequence(arrivalsOf(client), accepted, unknown, range, (seq) => lostSeqs.add(seq)))
       const n = client.resyncs - client.resyncsAtMark
       const group = client.reopens.length > 0 ? resyncs.reconnected : resyncs.stayed
       group.set(n, (group.get(n) ?? 0) + 1)

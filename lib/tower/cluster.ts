@@ -3,6 +3,12 @@ import cluster, { type Worker } from 'node:cluster'
 /** A dead worker is replaced at once, but at most this many times per window: a crash loop stops. */
 const MAX_RESTARTS_PER_WORKER = 3
 const RESTART_WINDOW_MS = 60_000
+/**
+ * A worker that dies before it listens (its bus cannot start while Redis is down) is started again
+ * after a growing, jittered delay, not counted as a crash: an outage does not use up the budget.
+ */
+const START_RETRY_BASE_MS = 250
+const START_RETRY_CAP_MS = 5000
 
 export interface PrimaryOptions {
   workers: number
@@ -13,6 +19,7 @@ export interface PrimaryOptions {
   /** Exits the process with a one-line error. */
   fail: (message: string) => never
   now?: () => number
+  random?: () => number
 }
 
 /**
@@ -20,9 +27,17 @@ export interface PrimaryOptions {
  * bus makes them one server), replaces a worker that dies, and on SIGINT/SIGTERM asks every
  * worker to drain and exits once they are gone.
  */
-export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now }: PrimaryOptions): void {
+export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now, random = Math.random }: PrimaryOptions): void {
   let stopping = false
   const restarts: number[] = []
+  const listened = new Set<number>()
+  /** Start-up failures in a row (reset by a worker that listens): the next delay's exponent. */
+  let startFailures = 0
+  const waiting = new Set<NodeJS.Timeout>()
+  cluster.on('listening', (worker) => {
+    listened.add(worker.id)
+    startFailures = 0
+  })
   const fork = (): Worker => {
     const worker = cluster.fork()
     say(`tower: worker ${worker.process.pid ?? '?'} started`)
@@ -32,6 +47,17 @@ export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now }
     const how = signal === null ? `code ${code}` : signal
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0)
+      return
+    }
+    if (!listened.delete(worker.id)) {
+      const window = Math.min(START_RETRY_CAP_MS, START_RETRY_BASE_MS * 2 ** Math.min(startFailures++, 10))
+      const delayMs = Math.round(window / 2 + random() * window / 2)
+      say(`tower: worker ${worker.process.pid ?? '?'} died (${how}) before it listened; starting another in ${delayMs} ms`)
+      const timer = setTimeout(() => {
+        waiting.delete(timer)
+        if (!stopping) fork()
+      }, delayMs)
+      waiting.add(timer)
       return
     }
     const t = now()
@@ -47,6 +73,8 @@ export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now }
     if (stopping) return
     stopping = true
     say(`tower: ${signal}: stopping ${workers} workers`)
+    for (const timer of waiting) clearTimeout(timer)
+    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0)
     setTimeout(() => fail(`workers did not stop within ${stopWithinMs} ms after ${signal}; exiting`), stopWithinMs).unref()
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM')
   }
