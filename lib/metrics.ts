@@ -70,7 +70,7 @@ export function registerMetrics (
   labelled('tower_sse_resumes_total', 'Admitted streams by how they started: replayed from history, resync, or fresh (stats().resumes).',
     'outcome', () => activity.resumes)
   counter('tower_sse_replayed_events_total', 'Events replayed from history to resuming streams (stats().replayedEvents).', () => activity.replayedEvents)
-  counter('tower_sse_broadcasts_total', 'broadcast() calls (stats().broadcasts).', () => activity.broadcasts)
+  counter('tower_sse_broadcasts_total', 'Events this instance fanned out: its own broadcasts, and with the Redis bus every instance\'s (stats().broadcasts).', () => activity.broadcasts)
   counter('tower_sse_bytes_sent_total', 'Frame bytes queued on streams (stats().bytesSent).', () => registry.bytesSent)
   gauge('tower_sse_storm', 'Storm widening level now: delays are multiplied by 2^level, 0 is calm (stats().stormLevel).',
     () => activity.admissionGauges().stormLevel, 'max')

@@ -74,7 +74,6 @@ export class SseRegistry {
   history: History
   private readonly resumes: Resumes
   private last: { id: string, position: EventPosition } | null = null
-  private eventsDelivered = 0
   private peakSize = 0
   private broadcastTimer: BroadcastTimer | null = null
 
@@ -183,7 +182,6 @@ export class SseRegistry {
     const entry = this.frameOf(event)
     this.history.push(entry)
     this.last = event
-    this.eventsDelivered++
     const { topic, frame } = entry
     let delivered = 0
     for (const client of this.clients.values()) {
@@ -247,7 +245,7 @@ export class SseRegistry {
       peak: this.peakSize,
       capacity: this.capacity,
       ...this.activity.totals,
-      events: this.eventsDelivered,
+      events: this.activity.broadcasts,
       historyEvents: this.history.size,
       historyBytes: this.history.byteLength,
       refusals: { ...refusals },
