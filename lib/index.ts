@@ -120,7 +120,7 @@ export {
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './request-key'
-export { defaultKeyFn } from './request-key'
+export { defaultKeyFn, keyFromClientId } from './request-key'
 export type { SseStats, BroadcastOptions, BroadcastResult } from './registry'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'

@@ -14,7 +14,8 @@ export interface StreamLimits {
 /** Headers of every stream (openUntilClose adds `Connection: close` on HTTP/1.x). */
 export const STREAM_HEADERS = Object.freeze({
   'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache',
+  // no-transform: an intermediary must not compress or rewrite the stream (that would buffer it).
+  'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no'
 })
 

@@ -13,6 +13,7 @@ t.test('HEAD on the stream path: the stream headers, the server closes at once, 
   t.match(head, /^HTTP\/1\.1 200 OK\r\n/)
   t.match(head, /\r\ncontent-type: text\/event-stream; charset=utf-8\r\n/i)
   t.match(head, /\r\nconnection: close(\r\n|$)/i)
+  t.match(head, /\r\ncache-control: no-cache, no-transform\r\n/i)
   t.equal(body, '', 'no body')
   t.same([app.sse.size, app.sse.stats().accepted, app.sse.stats().rejected], [0, 0, 0], 'never admitted, never refused')
 })

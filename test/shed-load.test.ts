@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import t from 'tap'
 import { EventSource } from 'eventsource'
 import { countTimeWait } from '../benchmarks/lib/time-wait'
+import { keyFromClientId } from '../lib/index'
 import { startApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
@@ -162,8 +163,8 @@ t.test('a held refusal is answered when its hold is over', async (t) => {
   holder.destroy()
 })
 
-t.test('maxClientsPerKey: one runaway tool cannot take every slot (429 + Retry-After)', async (t) => {
-  const { app, port } = await startApp({ maxClients: 10, maxClientsPerKey: 2, tarpitMs: 0 })
+t.test('maxClientsPerKey with keyFromClientId: one runaway tool cannot take every slot (429 + Retry-After)', async (t) => {
+  const { app, port } = await startApp({ maxClients: 10, maxClientsPerKey: 2, tarpitMs: 0, keyFn: keyFromClientId })
   t.teardown(() => app.close())
   const tool = { 'x-client-id': 'runaway-cli' }
   const a = await connect(port, '/api/events', tool)

@@ -10,7 +10,7 @@ t.test('stream headers, retry: first, then the initial event', async (t) => {
   const c = await connect(port)
   t.equal(c.status, 200)
   t.equal(c.headers['content-type'], 'text/event-stream; charset=utf-8')
-  t.equal(c.headers['cache-control'], 'no-cache')
+  t.equal(c.headers['cache-control'], 'no-cache, no-transform')
   t.equal(c.headers['x-accel-buffering'], 'no')
   t.equal(c.headers.connection, 'close')
   const first = await c.nextEvent(0)
