@@ -14,16 +14,21 @@ function startupMessage (line: string): string {
 }
 
 t.test('starts, says where and with which limits, serves, and on SIGTERM ends every stream and exits 0', async (t) => {
-  const cli = runCli(['--max-clients', '5'], { PORT: '0', TOWER_SSE_MAX_AGE_MS: '120000' })
+  const cli = runCli(['--max-clients', '5', '--max-clients-per-key', '1'], { PORT: '0', TOWER_SSE_MAX_AGE_MS: '120000', TOWER_TRUST_PROXY: '127.0.0.1' })
   t.teardown(() => cli.child.kill('SIGKILL'))
   const message = startupMessage(await cli.line(/tower: listening on/))
   const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(message)?.[1])
   t.ok(port > 0, `listening on an ephemeral port: ${message}`)
   t.match(message, 'events at /api/events')
   t.match(message, /maxClients 5, retryMs 5000, retryJitterMs 1000, retryAfterSeconds 5, .*maxAgeMs 120000, maxAgeJitterMs 60000/)
+  t.match(message, 'trustProxy 127.0.0.1 (X-Forwarded-For believed from these)')
   t.equal(cli.stdout().split('\n').filter((l) => l.includes('listening')).length, 1, 'one start-up line')
 
-  const clients = await Promise.all([connect(port), connect(port), connect(port)])
+  // From a trusted proxy's address, X-Forwarded-For names the client (one stream per address).
+  const from = (address: string): Record<string, string> => ({ 'x-forwarded-for': address })
+  const clients = await Promise.all(['192.0.2.1', '192.0.2.2', '192.0.2.3'].map((address) => connect(port, '/api/events', from(address))))
+  const second = await connect(port, '/api/events', from('192.0.2.1'))
+  t.equal(second.status, 429, 'a second stream from one forwarded address is over its per-key limit')
   for (const c of clients) t.equal(JSON.parse((await c.nextEvent(0)).data).type, 'connected')
   const sent = JSON.parse((await notify(port, { type: 'ci', title: 'Green', body: 'all tests pass' })).body)
   t.equal(sent.delivered, 3)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { DEFAULTS, normalizeOptions } from '../lib/index'
-import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
+import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
 
 const kebab = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 const envName = (key: string): string => `TOWER_SSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`
@@ -87,7 +87,19 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['positional argument', ['50'], {}, 'unexpected argument "50" (see --help)'],
   ['port out of range', ['--port', '65536'], {}, '--port must be a port between 0 and 65535, got 65536'],
   ['port from env not a number', [], { PORT: 'http' }, 'PORT must be an integer, got "http"'],
-  ['blank host', ['--host', ' '], {}, '--host must be a host name or address, got " "']
+  ['blank host', ['--host', ' '], {}, '--host must be a host name or address, got " "'],
+  ['the stream over a dashboard file', ['--path', '/dashboard.js'], {}, '--path: "/dashboard.js" would hide a file Tower serves at /:name; the event stream needs a path of its own'],
+  ['the stream over the dashboard page file', [], { TOWER_SSE_PATH: '/index.html' }, 'TOWER_SSE_PATH: "/index.html" would hide a file Tower serves at /:name'],
+  ['the stream over a vendor module', ['--path', '/vendor/uplot.js'], {}, '--path: "/vendor/uplot.js" would hide a file Tower serves at /vendor/:name'],
+  ['the stream over a client module', ['--path', '/vendor/tower-sse-client/index.js'], {}, '--path: "/vendor/tower-sse-client/index.js" would hide a file Tower serves at /vendor/tower-sse-client/:name'],
+  ['trusting every proxy', ['--trust-proxy', 'true'], {}, '--trust-proxy: trusting every address lets any client choose its own address with X-Forwarded-For'],
+  ['trusting every proxy (*)', [], { TOWER_TRUST_PROXY: '*' }, 'TOWER_TRUST_PROXY: trusting every address'],
+  ['trusting every IPv4 address', ['--trust-proxy', '127.0.0.1,0.0.0.0/0'], {}, '--trust-proxy: trusting every address'],
+  ['trusting every IPv6 address', ['--trust-proxy', '::/0'], {}, '--trust-proxy: trusting every address'],
+  ['a hop count', ['--trust-proxy', '1'], {}, '--trust-proxy: a hop count cannot tell a proxy from a client'],
+  ['a proxy that is no address', ['--trust-proxy', '127.0.0.1, proxy.local'], {}, '--trust-proxy: "proxy.local" is not an IP address, a CIDR range (address/bits) or one of loopback, linklocal, uniquelocal'],
+  ['a CIDR prefix too long', ['--trust-proxy', '10.0.0.0/33'], {}, '--trust-proxy: "10.0.0.0/33" is not an IP address'],
+  ['an empty proxy list', [], { TOWER_TRUST_PROXY: ' , ' }, 'TOWER_TRUST_PROXY must be the proxy\'s addresses or CIDR ranges, got " , "']
 ]
 
 t.test('bad input stops start-up with one line naming what was wrong', async (t) => {
@@ -116,6 +128,19 @@ t.test('Tower\'s own settings: allowed hosts (plus the host it listens on), toke
   t.match(usage(), /--allowed-hosts <list>\s+TOWER_ALLOWED_HOSTS\s+\(none\)/)
   t.match(usage(), /--token <token>\s+TOWER_TOKEN\s+\(none\)/)
   t.match(usage(), /--request-timeout-ms <integer>\s+TOWER_REQUEST_TIMEOUT_MS\s+10000/)
+})
+
+t.test('--trust-proxy: the proxies\' addresses, CIDR ranges and range names; none by default', async (t) => {
+  t.same(parseConfig(['--trust-proxy', ' 127.0.0.1, 10.0.0.0/8,,::1,fd00::/8,loopback '], {}).trustProxy, ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8', 'loopback'])
+  t.same(parseConfig([], { TOWER_TRUST_PROXY: '192.0.2.10' }).trustProxy, ['192.0.2.10'])
+  t.equal(parseConfig([], {}).trustProxy, undefined)
+  t.equal(describeTrustProxy(undefined), 'trustProxy off (a client is its socket address)')
+  t.equal(describeTrustProxy(['127.0.0.1', '10.0.0.0/8']), 'trustProxy 127.0.0.1 10.0.0.0/8 (X-Forwarded-For believed from these)')
+  t.match(usage(), /--trust-proxy <list>\s+TOWER_TRUST_PROXY\s+\(none\)/)
+})
+
+t.test('a stream path beside the dashboard\'s files that hides none of them is accepted', async (t) => {
+  for (const path of ['/events', '/vendor/events', '/api/events', '/dashboard']) t.equal(parseConfig(['--path', path], {}).limits.path, path)
 })
 
 t.test('negative integers are read as numbers and refused by the plugin, not as flags', async (t) => {

@@ -13,6 +13,9 @@ export const TOWER_DEFAULTS = Object.freeze({
   requestTimeoutMs: 10_000
 })
 
+/** Fastify's `trustProxy`, in the form Tower accepts: the proxies' addresses and CIDR ranges (never `true`). */
+export type TrustProxy = readonly string[]
+
 export interface TowerAppOptions {
   /** Plugin options (as parsed from flags and environment); Tower adds its own initialEvent. */
   sse?: TowerSseOptions
@@ -24,6 +27,8 @@ export interface TowerAppOptions {
   token?: string
   /** A request's headers and body must arrive within this many ms, else 408 and closed. */
   requestTimeoutMs?: number
+  /** Proxies whose X-Forwarded-For sets `request.ip` (and so the per-address limit); absent: none. */
+  trustProxy?: TrustProxy
 }
 
 /**
@@ -72,7 +77,9 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     requestTimeout: requestTimeoutMs,
     http: { headersTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, requestTimeoutMs) },
     // Fastify's defaults would turn {"type": 5} into "5" and silently drop unknown properties.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false } }
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
+    // Only the named proxies' X-Forwarded-For counts: anyone else could send one.
+    trustProxy: options.trustProxy === undefined ? false : [...options.trustProxy]
   })
   guardRequests(app, { allowedHosts: [...DEFAULT_ALLOWED_HOSTS, ...(options.allowedHosts ?? [])], token: options.token })
   const metrics = metricsRegistry()

@@ -3,7 +3,7 @@ import cluster from 'node:cluster'
 import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
 import { runPrimary } from './cluster'
-import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
+import { describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
 
 // close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose
@@ -53,11 +53,12 @@ async function main (): Promise<void> {
     sse: config.sse,
     allowedHosts: config.allowedHosts,
     token: config.token,
-    requestTimeoutMs: config.requestTimeoutMs
+    requestTimeoutMs: config.requestTimeoutMs,
+    trustProxy: config.trustProxy
   })
   const limits = describeLimits(config.limits)
   const guard = `hosts ${[...new Set([...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts])].join(' ')}, ` +
-    `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}`
+    `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}, ${describeTrustProxy(config.trustProxy)}`
   try {
     await app.listen({
       host: config.host,

@@ -1,8 +1,10 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
 import { TowerConfigError } from '../errors'
-import { TOWER_DEFAULTS } from './app'
+import { isIP } from 'node:net'
+import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
+import { shadowedFileRoute } from './static-assets'
 
 /** What `npm start` runs with: where to listen and the plugin options that were set. */
 export interface TowerConfig {
@@ -20,6 +22,8 @@ export interface TowerConfig {
   help: boolean
   /** Processes on node:cluster sharing the port; more than one needs the Redis bus. */
   workers: number
+  /** Fastify's `trustProxy`: the proxies whose X-Forwarded-For is believed; undefined: none. */
+  trustProxy: TrustProxy | undefined
 }
 
 export { TowerConfigError }
@@ -89,11 +93,44 @@ function parseTimeout (source: string, text: string): number {
   return ms
 }
 
+// proxy-addr's (Fastify's) names for address ranges.
+const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal'])
+
+/**
+ * `--trust-proxy`: addresses, CIDR ranges and proxy-addr's range names. Trusting every address
+ * would let any client choose its own address (and so its per-address limit) with a forged
+ * X-Forwarded-For: that is refused, not merely warned about. So is a hop count: it cannot tell a
+ * proxy from a client that sends enough entries (Fastify 5.12.8 trusts nobody when given one).
+ */
+function parseTrustProxy (source: string, text: string): TrustProxy {
+  const everything = `${source}: trusting every address lets any client choose its own address with X-Forwarded-For; ` +
+    'name the proxy\'s addresses (e.g. 127.0.0.1 or 10.0.0.0/8)'
+  if (/^\s*(true|\*|everything|all)\s*$/i.test(text)) throw new TowerConfigError(everything)
+  if (/^\s*\d+\s*$/.test(text)) {
+    throw new TowerConfigError(`${source}: a hop count cannot tell a proxy from a client that sends X-Forwarded-For itself; name the proxy's addresses`)
+  }
+  const entries = text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+  if (entries.length === 0) throw new TowerConfigError(`${source} must be the proxy's addresses or CIDR ranges, got ${JSON.stringify(text)}`)
+  for (const entry of entries) {
+    if (NAMED_RANGES.has(entry)) continue
+    const [address, prefix, extra] = entry.split('/')
+    const family = isIP(address)
+    const bits = family === 4 ? 32 : 128
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits)
+    if (family === 0 || !prefixOk || extra !== undefined) {
+      throw new TowerConfigError(`${source}: ${JSON.stringify(entry)} is not an IP address, a CIDR range (address/bits) or one of ${[...NAMED_RANGES].join(', ')}`)
+    }
+    if (prefix !== undefined && Number(prefix) === 0) throw new TowerConfigError(everything)
+  }
+  return entries
+}
+
 /** Tower's own settings besides --host and --port (the plugin's options are OPTION_SPECS). */
 const TOWER_SETTINGS = [
   { flag: '--allowed-hosts', env: 'TOWER_ALLOWED_HOSTS', value: '<list>', default: '(none)' },
   { flag: '--token', env: 'TOWER_TOKEN', value: '<token>', default: '(none)' },
-  { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) }
+  { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) },
+  { flag: '--trust-proxy', env: 'TOWER_TRUST_PROXY', value: '<list>', default: '(none)' }
 ] as const
 
 /** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
@@ -152,6 +189,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   const hostsText = pickText('--allowed-hosts', 'TOWER_ALLOWED_HOSTS')
   const tokenText = pickText('--token', 'TOWER_TOKEN')
   const timeoutText = pickText('--request-timeout-ms', 'TOWER_REQUEST_TIMEOUT_MS')
+  const trustText = pickText('--trust-proxy', 'TOWER_TRUST_PROXY')
   // The name Tower was started on is answered too (an address that is no allowlist entry, like a
   // bare IPv6 wildcard, adds nothing).
   const allowedHosts = [
@@ -182,7 +220,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   }
   const options = sse as TowerSseOptions
   const limits = validate(options, sources)
-  const problem = routeProblem(limits.path)
+  const shadowed = shadowedFileRoute(limits.path)
+  const problem = routeProblem(limits.path) ?? (shadowed === null ? null : `would hide a file Tower serves at ${shadowed}; the event stream needs a path of its own`)
   if (problem !== null) throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} ${problem}`)
   return {
     host,
@@ -193,7 +232,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
     token: tokenText === undefined ? undefined : parseToken(tokenText.source, tokenText.text),
     requestTimeoutMs: timeoutText === undefined ? TOWER_DEFAULTS.requestTimeoutMs : parseTimeout(timeoutText.source, timeoutText.text),
     help,
-    workers
+    workers,
+    trustProxy: trustText === undefined ? undefined : parseTrustProxy(trustText.source, trustText.text)
   }
 }
 
@@ -238,6 +278,12 @@ export function usage (): string {
     'Flags override environment variables, which override the defaults.',
     ''
   ].join('\n')
+}
+
+/** Whose X-Forwarded-For Tower believes, for the start-up line. */
+export function describeTrustProxy (trustProxy: TrustProxy | undefined): string {
+  if (trustProxy === undefined) return 'trustProxy off (a client is its socket address)'
+  return `trustProxy ${trustProxy.join(' ')} (X-Forwarded-For believed from these)`
 }
 
 /** The limits in force, for the start-up line: every plugin option except the route path. */

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import type { FastifyPluginCallback, FastifyReply } from 'fastify'
+import FindMyWay from 'find-my-way'
 import { TOWER_ROUTES } from './routes'
 
 // lib/tower (tests) and dist/tower (npm start, the package) are both two levels below the package
@@ -43,6 +44,27 @@ const VENDOR_FILES: Readonly<Record<string, { file: string, missing: string }>> 
 // One path segment, no leading dot: no traversal, no dotfiles, nothing outside public/.
 const PUBLIC_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/
 
+/** The names each parametric route answers with a file; any other name is a 404. */
+const SERVED: Readonly<Record<'vendor' | 'vendorClient' | 'asset', (name: string) => boolean>> = {
+  vendor: (name) => Object.hasOwn(VENDOR_FILES, name),
+  vendorClient: (name) => CLIENT_ESM_MODULES.has(name),
+  asset: (name) => PUBLIC_NAME.test(name) && Object.hasOwn(CONTENT_TYPES, path.extname(name))
+}
+
+/**
+ * The Tower route a stream at `streamPath` would hide a file of, or null. A static path beats a
+ * parametric one in Fastify's router, so `/dashboard.js` is no route clash, yet the stream would
+ * be served instead of the file: the path is refused at start-up instead.
+ */
+export function shadowedFileRoute (streamPath: string): string | null {
+  const router = FindMyWay()
+  for (const key of Object.keys(SERVED) as Array<keyof typeof SERVED>) router.on('GET', TOWER_ROUTES[key], () => {}, { key })
+  const found = router.find('GET', streamPath)
+  if (found === null) return null
+  const { key } = found.store as { key: keyof typeof SERVED }
+  return SERVED[key](found.params.name ?? '') ? TOWER_ROUTES[key] : null
+}
+
 async function sendFile (reply: FastifyReply, file: string, missing: string): Promise<FastifyReply> {
   let content: Buffer
   try {
@@ -65,19 +87,19 @@ export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => 
     sendFile(reply, path.join(PUBLIC_DIR, 'index.html'), 'the dashboard page lib/tower/public/index.html is missing'))
 
   fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.vendor, (request, reply) => {
-    const vendor = Object.hasOwn(VENDOR_FILES, request.params.name) ? VENDOR_FILES[request.params.name] : undefined
-    if (vendor === undefined) return reply.callNotFound()
+    if (!SERVED.vendor(request.params.name)) return reply.callNotFound()
+    const vendor = VENDOR_FILES[request.params.name]
     return sendFile(reply, vendor.file, vendor.missing)
   })
 
   fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.vendorClient, (request, reply) => {
-    if (!CLIENT_ESM_MODULES.has(request.params.name)) return reply.callNotFound()
+    if (!SERVED.vendorClient(request.params.name)) return reply.callNotFound()
     return sendFile(reply, path.join(CLIENT_ESM_DIR, request.params.name), CLIENT_ESM_MISSING)
   })
 
   fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.asset, (request, reply) => {
     const { name } = request.params
-    if (!PUBLIC_NAME.test(name) || !Object.hasOwn(CONTENT_TYPES, path.extname(name))) return reply.callNotFound()
+    if (!SERVED.asset(name)) return reply.callNotFound()
     return sendFile(reply, path.join(PUBLIC_DIR, name), `no file ${name} in the dashboard's assets`)
   })
   done()
