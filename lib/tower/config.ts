@@ -1,6 +1,7 @@
 import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
 import { TowerConfigError } from '../errors'
 import { TOWER_DEFAULTS } from './app'
+import { LOG_FORMATS, type LogFormat } from './logging'
 import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
 
@@ -20,6 +21,8 @@ export interface TowerConfig {
   help: boolean
   /** Processes on node:cluster sharing the port; more than one needs the Redis bus. */
   workers: number
+  /** Forced by --log-format / TOWER_LOG_FORMAT; unset, chooseLogFormat decides from the terminal. */
+  logFormat: LogFormat | undefined
 }
 
 export { TowerConfigError }
@@ -89,11 +92,18 @@ function parseTimeout (source: string, text: string): number {
   return ms
 }
 
+function parseLogFormat (source: string, text: string): LogFormat {
+  const format = LOG_FORMATS.find((f) => f === text)
+  if (format === undefined) throw new TowerConfigError(`${source} must be ${LOG_FORMATS.join(' or ')}, got ${JSON.stringify(text)}`)
+  return format
+}
+
 /** Tower's own settings besides --host and --port (the plugin's options are OPTION_SPECS). */
 const TOWER_SETTINGS = [
   { flag: '--allowed-hosts', env: 'TOWER_ALLOWED_HOSTS', value: '<list>', default: '(none)' },
   { flag: '--token', env: 'TOWER_TOKEN', value: '<token>', default: '(none)' },
-  { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) }
+  { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) },
+  { flag: '--log-format', env: 'TOWER_LOG_FORMAT', value: LOG_FORMATS.join('|'), default: 'pretty on a terminal, else json' }
 ] as const
 
 /** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
@@ -152,6 +162,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   const hostsText = pickText('--allowed-hosts', 'TOWER_ALLOWED_HOSTS')
   const tokenText = pickText('--token', 'TOWER_TOKEN')
   const timeoutText = pickText('--request-timeout-ms', 'TOWER_REQUEST_TIMEOUT_MS')
+  const logFormatText = pickText('--log-format', 'TOWER_LOG_FORMAT')
   // The name Tower was started on is answered too (an address that is no allowlist entry, like a
   // bare IPv6 wildcard, adds nothing).
   const allowedHosts = [
@@ -193,7 +204,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
     token: tokenText === undefined ? undefined : parseToken(tokenText.source, tokenText.text),
     requestTimeoutMs: timeoutText === undefined ? TOWER_DEFAULTS.requestTimeoutMs : parseTimeout(timeoutText.source, timeoutText.text),
     help,
-    workers
+    workers,
+    logFormat: logFormatText === undefined ? undefined : parseLogFormat(logFormatText.source, logFormatText.text)
   }
 }
 
