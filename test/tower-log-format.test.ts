@@ -39,6 +39,7 @@ for (const [how, args, env] of [
 
 t.test('a bad --log-format stops start-up with one line', async (t) => {
   const cli = runCli(['--log-format', 'text'], {}, { built: true })
+  t.teardown(() => cli.child.kill('SIGKILL'))
   t.equal((await cli.exited).code, 1)
   t.equal(cli.stderr(), 'tower: --log-format must be pretty or json, got "text"\n')
   t.equal(cli.stdout(), '')
