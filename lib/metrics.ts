@@ -32,14 +32,17 @@ export function registerMetrics (
   const names: string[] = []
   const gauge = (name: string, help: string, read: () => number, aggregator: 'sum' | 'max' | 'min' = 'sum'): void => {
     names.push(name)
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself as it is constructed
     new Gauge({ name, help, registers, aggregator, collect () { this.set(read()) } })
   }
   const counter = (name: string, help: string, read: () => number): void => {
     names.push(name)
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself as it is constructed
     new Counter({ name, help, registers, collect () { this.reset(); this.inc(read()) } })
   }
   const labelled = (name: string, help: string, label: string, read: () => Record<string, number>): void => {
     names.push(name)
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself as it is constructed
     new Counter({
       name,
       help,

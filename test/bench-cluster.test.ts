@@ -132,12 +132,31 @@ t.test('targets are judged on the run\'s own figures: met and NOT met', async (t
     setup, instances: setup === 'memory' ? 1 : 4, streams: 1000, admitted: 1000, perInstance: [1000], events: 5, notifyFailures: 0, share, p50Ms: 1, p99Ms, maxMs: p99Ms, p99ByRound: [p99Ms]
   })
   const kind = (lost: number): KindRow => ({
-    kind: 'client', clients: 10, goneAtStart: 0, received: 100, lost, coveredByResync: 0, duplicated: 0, outOfOrder: 0, unexpected: 0,
-    clientsWithLoss: lost > 0 ? 1 : 0, clientsWithDuplicates: 0, clientsOutOfOrder: 0, resyncs: [[0, 10]], resyncsReconnected: [[0, 3]], resyncsStayed: [[0, 7]], refusals: 0, closedForGood: 0
+    kind: 'client',
+    clients: 10,
+    goneAtStart: 0,
+    received: 100,
+    lost,
+    coveredByResync: 0,
+    duplicated: 0,
+    outOfOrder: 0,
+    unexpected: 0,
+    clientsWithLoss: lost > 0 ? 1 : 0,
+    clientsWithDuplicates: 0,
+    clientsOutOfOrder: 0,
+    resyncs: [[0, 10]],
+    resyncsReconnected: [[0, 3]],
+    resyncsStayed: [[0, 7]],
+    refusals: 0,
+    closedForGood: 0
   })
   const chaos: ChaosResult = {
-    instances: 4, clients: { client: 10, eventsource: 0 }, durationS: 1, broadcastsPerSec: 20,
-    posts: { posted: 10, accepted: 10, refused: {}, unanswered: 0 }, kinds: [kind(0)],
+    instances: 4,
+    clients: { client: 10, eventsource: 0 },
+    durationS: 1,
+    broadcastsPerSec: 20,
+    posts: { posted: 10, accepted: 10, refused: {}, unanswered: 0 },
+    kinds: [kind(0)],
     baseline: { windowS: 1, xread: 80, xrange: 0 },
     waves: [{ wave: 1, atS: 1, killedPid: 1, replacedInMs: 500, reconnects: 3, lastReconnectS: 5, windowS: 1, xrange: 4, xread: 90, xreadExcess: 10 }]
   }

@@ -238,9 +238,31 @@ t.test('populations react to a stream and a refusal as their clients do', async 
 /** A matrix row with every count at zero but those given. */
 function row (server: string, population: StormRow['population'], counts: Partial<StormRow> = {}): StormRow {
   return {
-    server, population, clients: 4, capacity: 2, windowSeconds: 1, connectsPerMin: 0, clientConnectsPerMin: 0, tcpConnectsPerMin: 0,
-    admitted: 0, rejected: 0, evicted: 0, expired: 0, clientTimeWait: 0, clientTimeWaitEnd: 0, serverTimeWait: 0, serverTimeWaitEnd: 0,
-    clientErrors: {}, gaveUp: 0, logLines: 0, logLinesPer30s: 0, rssMB: 1, elu: 0, timeline: [0], eaddrnotavail: 0, narrowedConnectsPerMin: 0,
+    server,
+    population,
+    clients: 4,
+    capacity: 2,
+    windowSeconds: 1,
+    connectsPerMin: 0,
+    clientConnectsPerMin: 0,
+    tcpConnectsPerMin: 0,
+    admitted: 0,
+    rejected: 0,
+    evicted: 0,
+    expired: 0,
+    clientTimeWait: 0,
+    clientTimeWaitEnd: 0,
+    serverTimeWait: 0,
+    serverTimeWaitEnd: 0,
+    clientErrors: {},
+    gaveUp: 0,
+    logLines: 0,
+    logLinesPer30s: 0,
+    rssMB: 1,
+    elu: 0,
+    timeline: [0],
+    eaddrnotavail: 0,
+    narrowedConnectsPerMin: 0,
     narrowedError: null,
     ...counts
   }
@@ -310,6 +332,7 @@ t.test('on a terminal the progress line is rewritten in place', async (t) => {
   progress.detail('3/20 s')
   progress.note('skipping something')
   progress.finish()
+  // eslint-disable-next-line no-control-regex -- the progress line is drawn with ESC [K
   t.match(written, /^\r\x1b\[K\[1\/2 0:0\d\] legacy × hammer\r\x1b\[K\[1\/2 0:0\d\] legacy × hammer 3\/20 s\r\x1b\[Kskipping something\n/)
   t.ok(written.endsWith('\r\x1b[K'), 'the line is cleared at the end')
 })

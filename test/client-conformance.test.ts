@@ -5,7 +5,7 @@
  * web-platform-tests eventsource/ (as far as they apply outside a browser page); `from` names them.
  *
  * A case that must differ says so in `differs`, and asserts each side's behaviour explicitly:
- * - `tower`: a deliberate difference of tower-sse/client (README "Differences from EventSource");
+ * - `tower`: a deliberate difference of tower-sse/client (docs/client.md "Differences from EventSource");
  * - `control`: where eventsource@4.1 itself departs from the spec (the tower-sse side asserts the spec).
  */
 import t, { type Test } from 'tap'

@@ -158,7 +158,7 @@ t.test('204, 404 and a non-SSE 200 stop for good with a clear error', async (t) 
     const client = new TowerSseClient(server.url, { backoffBaseMs: 10, backoffCapMs: 10 })
     const errors: TowerSseClientError[] = []
     client.addEventListener('error', (event) => errors.push(event.error))
-    const iteration = (async () => { for await (const _ of client) t.fail('no event expected') })()
+    const iteration = (async () => { for await (const event of client) t.fail(`no event expected, got ${event.type}`) })()
     await t.rejects(iteration, { name: 'TowerSseClientError', code: 'TOWER_SSE_CLIENT_FATAL', message }, `${status}: the iterator throws the fatal error`)
     t.equal(client.readyState, TowerSseClient.CLOSED)
     t.match(client.state, { kind: 'closed', error: { status, fatal: true, message } })
@@ -273,6 +273,7 @@ t.test('a network error backs off; the async iterator yields events until close(
   t.teardown(() => second.close())
   await new Promise((resolve) => second.addEventListener('open', resolve, { once: true }))
   const firstOnly = (async () => {
+    // eslint-disable-next-line no-unreachable-loop -- leaving the loop at the first message is what is tested
     for await (const message of second) return message.data
   })()
   app.sse.broadcast('first')

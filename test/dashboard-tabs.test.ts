@@ -46,81 +46,79 @@ type Leave = 'close' | 'crash'
  * per round; returns the hand-over times. Without Web Locks the tabs elect by heartbeat lease.
  */
 async function shareAndHandOver (t: Test, tabs: number, rounds: readonly Leave[], withoutWebLocks: boolean): Promise<number[]> {
-  {
-    const [browser, tower] = await Promise.all([launchChromium(), startTower({ heartbeatMs: 60_000 })])
-    t.teardown(async () => {
-      await browser.close()
-      await tower.app.close()
-    })
-    // The server's count of streams, sampled throughout: steady state apart from hand-overs.
-    let handingOver = false
-    const peak = { steady: 0, handOver: 0 }
-    const sampler = setInterval(() => {
-      const size = tower.app.sse.size
-      if (handingOver) peak.handOver = Math.max(peak.handOver, size)
-      else peak.steady = Math.max(peak.steady, size)
-    }, 5)
-    t.teardown(() => clearInterval(sampler))
+  const [browser, tower] = await Promise.all([launchChromium(), startTower({ heartbeatMs: 60_000 })])
+  t.teardown(async () => {
+    await browser.close()
+    await tower.app.close()
+  })
+  // The server's count of streams, sampled throughout: steady state apart from hand-overs.
+  let handingOver = false
+  const peak = { steady: 0, handOver: 0 }
+  const sampler = setInterval(() => {
+    const size = tower.app.sse.size
+    if (handingOver) peak.handOver = Math.max(peak.handOver, size)
+    else peak.steady = Math.max(peak.steady, size)
+  }, 5)
+  t.teardown(() => clearInterval(sampler))
 
-    const context: BrowserContext = await browser.newContext()
-    if (withoutWebLocks) await context.addInitScript(() => { Reflect.deleteProperty(Navigator.prototype, 'locks') })
-    const errors: string[] = []
-    let pages: Page[] = []
-    for (let i = 0; i < tabs; i++) {
-      const page = await context.newPage()
-      page.on('pageerror', (error) => errors.push(error.message))
-      await page.goto(`http://127.0.0.1:${tower.port}`)
-      await page.locator('#connection[data-state="open"]').waitFor({ timeout: WAIT_MS })
-      pages.push(page)
-    }
-    t.equal(tower.app.sse.size, 1, `${tabs} tabs open and live, one stream on the server`)
-    await theLeader(pages)
-    t.same((await Promise.all(pages.map(role))).filter((r) => r === 'follower').length, tabs - 1, 'every other tab follows')
-
-    const expected: string[] = []
-    const post = async (title: string): Promise<void> => { expected.unshift(await postNotification(tower.port, title)) }
-    await post('first')
-    await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
-    t.pass('every tab shows a notification posted after they opened')
-
-    const handOverMs: number[] = []
-    for (const [round, how] of rounds.entries()) {
-      await post(`round ${round} before`)
-      await post(`round ${round} before, again`)
-      await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
-      const leader = await theLeader(pages)
-      pages = pages.filter((page) => page !== leader)
-      const successor = nextLeader(pages)
-      handingOver = true
-      const leftAt = Date.now()
-      if (how === 'close') {
-        await leader.close({ runBeforeUnload: false })
-      } else {
-        // The renderer dies: no unload, no pagehide, nothing said to the other tabs.
-        const crashed = new Promise((resolve) => leader.once('crash', resolve))
-        const cdp = await context.newCDPSession(leader)
-        void cdp.send('Page.crash').catch(() => {})
-        await crashed
-      }
-      // Posted while no tab holds the stream: the new leader gets them by Last-Event-ID replay.
-      await post(`round ${round} during hand-over`)
-      await post(`round ${round} during hand-over, again`)
-      await successor
-      handOverMs.push(Date.now() - leftAt)
-      await post(`round ${round} after`)
-      await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
-      handingOver = false
-      t.equal(tower.app.sse.size, 1, `round ${round} (${how}): one stream again`)
-      const shown = await Promise.all(pages.map(shownIds))
-      t.same(shown, pages.map(() => expected), `round ${round} (${how}): each of ${pages.length} tabs shows every notification once, in order`)
-    }
-    t.equal(peak.steady, 1, 'never more than one stream outside hand-overs')
-    t.ok(peak.handOver <= 2, `at most two streams during a hand-over (peak ${peak.handOver})`)
-    t.same(await Promise.all(pages.map((page) => page.locator('#resync-note').isHidden())), pages.map(() => true), 'no tab needed a resync')
-    t.same(errors, [], 'no uncaught error in any page')
-    t.comment(`hand-over times (ms): ${handOverMs.join(', ')}`)
-    return handOverMs
+  const context: BrowserContext = await browser.newContext()
+  if (withoutWebLocks) await context.addInitScript(() => { Reflect.deleteProperty(Navigator.prototype, 'locks') })
+  const errors: string[] = []
+  let pages: Page[] = []
+  for (let i = 0; i < tabs; i++) {
+    const page = await context.newPage()
+    page.on('pageerror', (error) => errors.push(error.message))
+    await page.goto(`http://127.0.0.1:${tower.port}`)
+    await page.locator('#connection[data-state="open"]').waitFor({ timeout: WAIT_MS })
+    pages.push(page)
   }
+  t.equal(tower.app.sse.size, 1, `${tabs} tabs open and live, one stream on the server`)
+  await theLeader(pages)
+  t.same((await Promise.all(pages.map(role))).filter((r) => r === 'follower').length, tabs - 1, 'every other tab follows')
+
+  const expected: string[] = []
+  const post = async (title: string): Promise<void> => { expected.unshift(await postNotification(tower.port, title)) }
+  await post('first')
+  await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
+  t.pass('every tab shows a notification posted after they opened')
+
+  const handOverMs: number[] = []
+  for (const [round, how] of rounds.entries()) {
+    await post(`round ${round} before`)
+    await post(`round ${round} before, again`)
+    await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
+    const leader = await theLeader(pages)
+    pages = pages.filter((page) => page !== leader)
+    const successor = nextLeader(pages)
+    handingOver = true
+    const leftAt = Date.now()
+    if (how === 'close') {
+      await leader.close({ runBeforeUnload: false })
+    } else {
+      // The renderer dies: no unload, no pagehide, nothing said to the other tabs.
+      const crashed = new Promise((resolve) => leader.once('crash', resolve))
+      const cdp = await context.newCDPSession(leader)
+      void cdp.send('Page.crash').catch(() => {})
+      await crashed
+    }
+    // Posted while no tab holds the stream: the new leader gets them by Last-Event-ID replay.
+    await post(`round ${round} during hand-over`)
+    await post(`round ${round} during hand-over, again`)
+    await successor
+    handOverMs.push(Date.now() - leftAt)
+    await post(`round ${round} after`)
+    await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
+    handingOver = false
+    t.equal(tower.app.sse.size, 1, `round ${round} (${how}): one stream again`)
+    const shown = await Promise.all(pages.map(shownIds))
+    t.same(shown, pages.map(() => expected), `round ${round} (${how}): each of ${pages.length} tabs shows every notification once, in order`)
+  }
+  t.equal(peak.steady, 1, 'never more than one stream outside hand-overs')
+  t.ok(peak.handOver <= 2, `at most two streams during a hand-over (peak ${peak.handOver})`)
+  t.same(await Promise.all(pages.map((page) => page.locator('#resync-note').isHidden())), pages.map(() => true), 'no tab needed a resync')
+  t.same(errors, [], 'no uncaught error in any page')
+  t.comment(`hand-over times (ms): ${handOverMs.join(', ')}`)
+  return handOverMs
 }
 
 if (canRunBrowserTests(t)) {

@@ -19,7 +19,7 @@ const FIXTURES = path.join(__dirname, 'fixtures', 'package')
 async function packAndInstall (dir: string): Promise<{ app: string, files: string[] }> {
   const stage = path.join(dir, 'stage')
   await run(process.execPath, [path.join(ROOT, 'scripts', 'build.mjs'), path.join(stage, 'dist')], { cwd: ROOT })
-  for (const file of ['package.json', 'README.md']) copyFileSync(path.join(ROOT, file), path.join(stage, file))
+  for (const file of ['package.json', 'README.md', 'LICENSE']) copyFileSync(path.join(ROOT, file), path.join(stage, file))
   const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: stage })
   const [{ filename, files }] = JSON.parse(packed.stdout) as Array<{ filename: string, files: Array<{ path: string }> }>
   const app = path.join(dir, 'app')
@@ -40,15 +40,15 @@ t.test('npm pack + install into an empty project', async (t) => {
   t.test('the tarball holds the build, Tower\'s assets and nothing else', async (t) => {
     for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/client/index.js', 'dist/client-esm/index.js', 'dist/errors.js',
       'dist/tower/cli.js', 'dist/tower/public/index.html', 'dist/tower/public/dashboard.js', 'dist/tower/vendor/uplot/uPlot.esm.js',
-      'dist/tower/vendor/uplot/LICENSE', 'package.json', 'README.md']) {
+      'dist/tower/vendor/uplot/LICENSE', 'package.json', 'README.md', 'LICENSE']) {
       t.ok(files.includes(file), file)
     }
-    t.same(files.filter((f) => !f.startsWith('dist/') && f !== 'package.json' && f !== 'README.md'), [], 'no sources, tests or benchmarks')
+    t.same(files.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(f)), [], 'no sources, tests or benchmarks')
   })
 
   t.test('dependencies are exactly what the published code imports', async (t) => {
     const manifest = JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'package.json'), 'utf8'))
-    t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin', 'find-my-way'])
+    t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin', 'find-my-way', 'pino-pretty'])
     t.same(manifest.peerDependenciesMeta, { '@fastify/under-pressure': { optional: true }, ioredis: { optional: true }, 'prom-client': { optional: true } },
       'under-pressure, ioredis and prom-client: used when present, never required')
     const installed = (name: string): boolean => {

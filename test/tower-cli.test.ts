@@ -98,6 +98,7 @@ t.test('a bad value exits 1 with a one-line message naming it', async (t) => {
   ]
   await Promise.all(runs.map(async ([args, env, expected]) => {
     const cli = runCli(args, env)
+    t.teardown(() => cli.child.kill('SIGKILL'))
     const { code } = await cli.exited
     t.equal(code, 1, `${args.join(' ')} ${JSON.stringify(env)}: exit code 1`)
     t.equal(cli.stderr(), expected)
@@ -111,6 +112,8 @@ t.test('a port already in use exits 1 with one line and no stack trace', async (
   t.teardown(() => blocker.close())
   const port = (blocker.address() as net.AddressInfo).port
   const cli = runCli(['--port', String(port)])
+  // Were the run cut short, this child would otherwise listen on the port once the blocker closes.
+  t.teardown(() => cli.child.kill('SIGKILL'))
   const { code } = await cli.exited
   t.equal(code, 1)
   t.equal(cli.stderr(), `tower: port ${port} on 127.0.0.1 is already in use\n`)
@@ -119,6 +122,7 @@ t.test('a port already in use exits 1 with one line and no stack trace', async (
 
 t.test('--help prints the usage and exits 0 without listening', async (t) => {
   const cli = runCli(['--help'])
+  t.teardown(() => cli.child.kill('SIGKILL'))
   const { code } = await cli.exited
   t.equal(code, 0)
   t.match(cli.stdout(), /^Usage: npm start -- \[options\]/)

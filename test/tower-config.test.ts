@@ -1,6 +1,7 @@
 import t from 'tap'
 import { DEFAULTS, normalizeOptions } from '../lib/index'
 import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
+import { chooseLogFormat } from '../lib/tower/logging'
 
 const kebab = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 const envName = (key: string): string => `TOWER_SSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`
@@ -72,6 +73,8 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['an empty token', [], { TOWER_TOKEN: '' }, 'TOWER_TOKEN must be printable ASCII without spaces'],
   ['a request timeout of 0', ['--request-timeout-ms', '0'], {}, '--request-timeout-ms must be an integer between 1 and 2147483647, got 0'],
   ['a request timeout that is no integer', [], { TOWER_REQUEST_TIMEOUT_MS: '10s' }, 'TOWER_REQUEST_TIMEOUT_MS must be an integer, got "10s"'],
+  ['an unknown log format', ['--log-format', 'text'], {}, '--log-format must be pretty or json, got "text"'],
+  ['a log format in the wrong case', [], { TOWER_LOG_FORMAT: 'JSON' }, 'TOWER_LOG_FORMAT must be pretty or json, got "JSON"'],
   ['a string option refused by the plugin', ['--reject-with', 'evict'], {}, '--reject-with: option "rejectWith"'],
   ['a default made invalid by another value', ['--retry-ms', '500'], {},
     'option "retryJitterMs" must be at most retryMs (500), got 1000 (retryJitterMs is the default here; set --retry-jitter-ms or TOWER_SSE_RETRY_JITTER_MS)'],
@@ -141,6 +144,24 @@ t.test('--trust-proxy: the proxies\' addresses, CIDR ranges and range names; non
 
 t.test('a stream path beside the dashboard\'s files that hides none of them is accepted', async (t) => {
   for (const path of ['/events', '/vendor/events', '/api/events', '/dashboard']) t.equal(parseConfig(['--path', path], {}).limits.path, path)
+})
+
+t.test('log format: forced by --log-format or TOWER_LOG_FORMAT, else pretty only for a person at a terminal', async (t) => {
+  t.equal(parseConfig([], {}).logFormat, undefined, 'not forced')
+  t.equal(parseConfig(['--log-format', 'pretty'], {}).logFormat, 'pretty')
+  t.equal(parseConfig([], { TOWER_LOG_FORMAT: 'json' }).logFormat, 'json')
+  t.equal(parseConfig(['--log-format=json'], { TOWER_LOG_FORMAT: 'pretty' }).logFormat, 'json', 'the flag wins')
+  t.match(usage(), /--log-format pretty\|json\s+TOWER_LOG_FORMAT\s+pretty on a terminal, else json/)
+  // [forced, stdout is a terminal, NODE_ENV] → format
+  const cases: Array<[Parameters<typeof chooseLogFormat>, string]> = [
+    [[undefined, true, undefined], 'pretty'],
+    [[undefined, false, undefined], 'json'],
+    [[undefined, true, 'production'], 'json'],
+    [[undefined, true, 'development'], 'pretty'],
+    [['json', true, undefined], 'json'],
+    [['pretty', false, 'production'], 'pretty']
+  ]
+  for (const [args, format] of cases) t.equal(chooseLogFormat(...args), format, JSON.stringify(args))
 })
 
 t.test('negative integers are read as numbers and refused by the plugin, not as flags', async (t) => {

@@ -29,7 +29,6 @@ t.test('fastify.sse is typed through declaration merging', async (t) => {
 })
 
 t.test('require(\'tower-sse\') is the plugin, with default and named exports', async (t) => {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const required = require('../lib/index')
   t.equal(typeof required, 'function')
   t.equal(required, named)

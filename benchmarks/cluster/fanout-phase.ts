@@ -70,8 +70,13 @@ export async function measureFanout (
   try {
     const share = (i: number): number => Math.floor(streams / processes) + (i < streams % processes ? 1 : 0)
     const connected = await Promise.all(holders.map((holder, i) => holder.request<ConnectReply>({
-      type: 'connect', port: tower.port, path: '/api/events', count: share(i), concurrency: plan.fanout.connectConcurrency,
-      localAddress: `127.0.8.${1 + i}`, marker: TITLE_MARKER
+      type: 'connect',
+      port: tower.port,
+      path: '/api/events',
+      count: share(i),
+      concurrency: plan.fanout.connectConcurrency,
+      localAddress: `127.0.8.${1 + i}`,
+      marker: TITLE_MARKER
     }, REQUEST_MS)))
     const admitted = connected.reduce((sum, c) => sum + c.admitted, 0)
     const errors = connected.flatMap((c) => c.errors)

@@ -106,7 +106,7 @@ async function main (): Promise<void> {
   results.finishedAt = new Date().toISOString()
   results.durationS = (Date.now() - started) / 1000
   process.stdout.write(await writeClusterReport(dir, results) + '\n')
-  log(`${plan.name}${targeted ? " (targeted)" : ""} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(dir, 'cluster.{json,md,svg}')}`)
+  log(`${plan.name}${targeted ? ' (targeted)' : ''} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(dir, 'cluster.{json,md,svg}')}`)
 }
 
 main().catch((error: Error) => {

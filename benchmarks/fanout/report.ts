@@ -175,7 +175,7 @@ export function fanoutMarkdown (results: FanoutResults): string {
     '',
     table,
     `Each figure is the median of ${plan.rounds} round${plan.rounds === 1 ? '' : 's'} (delivered: the worst round). ` +
-      `(×n) = the figure divided by the raw \`node:http\` write loop's at the same stream count, in the same run: ` +
+      '(×n) = the figure divided by the raw `node:http` write loop\'s at the same stream count, in the same run: ' +
       'below 1 is better for times, CPU and memory, above 1 is better for admitted/s and events/s.',
     '',
     `- **Steady rate**: ${plan.steady.deliveriesPerSec.toLocaleString('en-US')} deliveries/s at every stream count (${rates}), ${plan.steady.events} events, ` +

@@ -85,7 +85,7 @@ export function stormMarkdown (report: StormReport): string {
   const s = report.settings
   const mark = (met: boolean | null): string => met === null ? '–' : met ? 'met' : 'NOT met'
   const parts = [
-    `# Storm benchmark\n`,
+    '# Storm benchmark\n',
     `\`${report.command}\` · ${report.generatedAt} · Node ${report.environment.node}, ${report.environment.cpus} CPUs${s.quick ? ' · **--quick: smoke run, figures not comparable**' : ''}\n`,
     `Each server runs in its own process on loopback; each population in another. Clients: ${s.clients ?? `${s.clientsPerCap} × each server's cap`}. ` +
       `Clients start together; after a ${s.warmupSeconds} s warm-up, rates are measured over ${s.durationSeconds} s. ` +
@@ -107,8 +107,8 @@ export function stormMarkdown (report: StormReport): string {
   }
   if (report.restart.length > 0) {
     parts.push(
-      `\n## Restart\n\nEvery stream taken (clients = cap), then the server shuts down the way it does (tower-sse: staged drain ` +
-        `over drainMs with a jittered retry: each) and a new server process takes over the port and counts connects in each of ` +
+      '\n## Restart\n\nEvery stream taken (clients = cap), then the server shuts down the way it does (tower-sse: staged drain ' +
+        'over drainMs with a jittered retry: each) and a new server process takes over the port and counts connects in each of ' +
         `${s.restartSeconds} seconds. Busiest / average is over the seconds from the first reconnect to the last.\n`,
       restartTable(report.restart)
     )

@@ -80,7 +80,6 @@ export class RedisBus implements Bus {
       retryStrategy: (attempt) => Math.round(options.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(attempt, 10)))
     }
     if (typeof options.redis === 'string') {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
       const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
       this.publisher = new RedisClient(options.redis, own)
       this.ownsPublisher = true

@@ -44,6 +44,7 @@ async function drainBody (response: Response): Promise<void> {
  * (one char per byte) and refuses chars above U+00FF, so a non-ASCII id is passed as its UTF-8 bytes.
  */
 export function lastEventIdHeader (id: string): string {
+  // eslint-disable-next-line no-control-regex -- ASCII is \x00-\x7f, control characters included
   if (/^[\x00-\x7f]*$/.test(id)) return id
   return Array.from(new TextEncoder().encode(id), (byte) => String.fromCharCode(byte)).join('')
 }

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
 import { runPrimary } from './cluster'
 import { describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
+import { chooseLogFormat, towerLogger } from './logging'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
 
 // close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose
@@ -50,6 +51,7 @@ async function main (): Promise<void> {
     return
   }
   const app = buildTower({
+    logger: towerLogger(chooseLogFormat(config.logFormat, process.stdout.isTTY === true, process.env.NODE_ENV)),
     sse: config.sse,
     allowedHosts: config.allowedHosts,
     token: config.token,

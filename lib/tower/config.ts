@@ -2,6 +2,7 @@ import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions
 import { TowerConfigError } from '../errors'
 import { isIP } from 'node:net'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
+import { LOG_FORMATS, type LogFormat } from './logging'
 import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
 import { shadowedFileRoute } from './static-assets'
@@ -24,6 +25,8 @@ export interface TowerConfig {
   workers: number
   /** Fastify's `trustProxy`: the proxies whose X-Forwarded-For is believed; undefined: none. */
   trustProxy: TrustProxy | undefined
+  /** Forced by --log-format / TOWER_LOG_FORMAT; unset, chooseLogFormat decides from the terminal. */
+  logFormat: LogFormat | undefined
 }
 
 export { TowerConfigError }
@@ -125,12 +128,19 @@ function parseTrustProxy (source: string, text: string): TrustProxy {
   return entries
 }
 
+function parseLogFormat (source: string, text: string): LogFormat {
+  const format = LOG_FORMATS.find((f) => f === text)
+  if (format === undefined) throw new TowerConfigError(`${source} must be ${LOG_FORMATS.join(' or ')}, got ${JSON.stringify(text)}`)
+  return format
+}
+
 /** Tower's own settings besides --host and --port (the plugin's options are OPTION_SPECS). */
 const TOWER_SETTINGS = [
   { flag: '--allowed-hosts', env: 'TOWER_ALLOWED_HOSTS', value: '<list>', default: '(none)' },
   { flag: '--token', env: 'TOWER_TOKEN', value: '<token>', default: '(none)' },
   { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) },
-  { flag: '--trust-proxy', env: 'TOWER_TRUST_PROXY', value: '<list>', default: '(none)' }
+  { flag: '--trust-proxy', env: 'TOWER_TRUST_PROXY', value: '<list>', default: '(none)' },
+  { flag: '--log-format', env: 'TOWER_LOG_FORMAT', value: LOG_FORMATS.join('|'), default: 'pretty on a terminal, else json' }
 ] as const
 
 /** Reads `--flag value` and `--flag=value` pairs; anything else is an error naming it. */
@@ -190,6 +200,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   const tokenText = pickText('--token', 'TOWER_TOKEN')
   const timeoutText = pickText('--request-timeout-ms', 'TOWER_REQUEST_TIMEOUT_MS')
   const trustText = pickText('--trust-proxy', 'TOWER_TRUST_PROXY')
+  const logFormatText = pickText('--log-format', 'TOWER_LOG_FORMAT')
   // The name Tower was started on is answered too (an address that is no allowlist entry, like a
   // bare IPv6 wildcard, adds nothing).
   const allowedHosts = [
@@ -233,7 +244,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
     requestTimeoutMs: timeoutText === undefined ? TOWER_DEFAULTS.requestTimeoutMs : parseTimeout(timeoutText.source, timeoutText.text),
     help,
     workers,
-    trustProxy: trustText === undefined ? undefined : parseTrustProxy(trustText.source, trustText.text)
+    trustProxy: trustText === undefined ? undefined : parseTrustProxy(trustText.source, trustText.text),
+    logFormat: logFormatText === undefined ? undefined : parseLogFormat(logFormatText.source, logFormatText.text)
   }
 }
 

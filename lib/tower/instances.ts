@@ -52,7 +52,6 @@ export class InstanceBoard {
   private readonly setKey: string
 
   constructor (url: string, private readonly key: string, private readonly read: () => SseStats) {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
     // No offline queue: while Redis is down a report fails at once and the next one tries again.
     this.redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => Math.round(Math.random() * Math.min(2000, 100 * 2 ** Math.min(n, 10))) })

@@ -75,6 +75,7 @@ function showNotification (notification) {
 const WINDOW_SECONDS = 60
 const chartBox = $('chart')
 const chartHeight = () => (chartBox.clientWidth < 480 ? 160 : 220)
+// eslint-disable-next-line new-cap -- uPlot's own name for its class
 const chart = new uPlot({
   width: chartBox.clientWidth,
   height: chartHeight(),
