@@ -1,5 +1,6 @@
 import createError from '@fastify/error'
 import { describe } from './client/describe'
+import { REFUSALS, type RefusalReason } from './outcomes'
 
 /**
  * Every error tower-sse and Tower throw or send, each with a stable `code` to match on (messages
@@ -51,14 +52,9 @@ export const BusClosedError = createError(
 export const BroadcastIdPropertyError = createError<[string]>('TOWER_SSE_BAD_ID_PROPERTY', 'tower-sse: broadcast idProperty %s', 500, TypeError)
 
 /** The `code` in the JSON body of a refusal (503, or 429 for perKey), by reason. */
-export const REFUSAL_CODES = Object.freeze({
-  capacity: 'TOWER_SSE_CAPACITY',
-  perKey: 'TOWER_SSE_PER_KEY',
-  pressure: 'TOWER_SSE_PRESSURE',
-  rate: 'TOWER_SSE_RATE',
-  closing: 'TOWER_SSE_CLOSING',
-  pipelined: 'TOWER_SSE_PIPELINED'
-} as const)
+export const REFUSAL_CODES = Object.freeze(Object.fromEntries(
+  Object.entries(REFUSALS).map(([reason, { code }]) => [reason, code])
+) as { [R in RefusalReason]: typeof REFUSALS[R]['code'] })
 
 const ConfigErrorBase = createError('TOWER_CONFIG', '%s', 500)
 

@@ -1,10 +1,9 @@
 import type { ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from './close-first'
 import type { SseClientInfo } from './options'
-import type { ActivityKind } from './activity-log'
+import type { CloseReason } from './outcomes'
 import type { Flushable, TurnFlush } from './turn-flush'
 
-export type CloseReason = Exclude<ActivityKind, 'accepted' | 'rejected' | 'tarpitted'>
 
 export interface StreamLimits {
   maxBufferedBytes: number

@@ -1,6 +1,6 @@
 import t from 'tap'
 import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib/index'
-import { ActivityLog } from '../lib/activity-log'
+import { StreamStats } from '../lib/stats'
 import type { Subscriber } from '../lib/subscriber'
 import { MemoryBus } from '../lib/bus/memory'
 import { SseRegistry } from '../lib/registry'
@@ -27,7 +27,7 @@ t.test('errors are Fastify errors: code, statusCode, instanceof, and the option 
 })
 
 t.test('the registry refuses to hold one stream too many (an invariant admission keeps)', async (t) => {
-  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1 }), new MemoryBus(), () => 0)
+  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new StreamStats(), new MemoryBus(), () => 0)
   t.throws(() => registry.add({} as Subscriber, null), RegistryFullError)
   t.throws(() => registry.add({} as Subscriber, null), { code: 'TOWER_SSE_REGISTRY_FULL' })
 })

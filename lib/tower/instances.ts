@@ -1,7 +1,7 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import type { SseStats } from '../registry'
+import type { SseStats } from '../index'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
 export interface InstanceStats {

@@ -1,6 +1,6 @@
 import type { FastifyPluginCallback } from 'fastify'
 import { StatsWindow, type WindowSnapshot } from './stats-window'
-import type { SseStats } from '../registry'
+import type { SseStats } from '../index'
 import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
 
