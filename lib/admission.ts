@@ -5,6 +5,7 @@ import { STREAM_HEADERS } from './subscriber'
 import { endAndClose, openUntilClose } from './close-first'
 import { encodeEvent, encodeRetry } from './encoder'
 import { jitter } from './jitter'
+import { isPipelinedBehind } from './platform'
 import type { NormalizedOptions } from './options'
 import { REFUSALS, type AdmissionGauges, type RefusalReason } from './outcomes'
 import type { StreamStats } from './stats'
@@ -60,10 +61,9 @@ export class Admission {
   readonly onRequest: onRequestHookHandler = (request: FastifyRequest, reply: FastifyReply, done) => {
     const key = this.options.keyFn(request)
     this.stats.attempt(key)
-    // Node parses pipelined requests at once but attaches only the first response to the socket;
-    // the others wait behind it and never see the socket close. A stream no client can read must
-    // not take a slot.
-    if (reply.raw.socket === null) {
+    // A request waiting behind another response never sees its socket close: a stream no client
+    // can read must not take a slot.
+    if (isPipelinedBehind(reply.raw)) {
       this.refusePipelined(request, reply)
       return
     }

@@ -66,6 +66,9 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   const app = Fastify({
     logger: options.logger ?? true,
     logController: new QuietLogController(),
+    // During close every route still answers: the stream route with its own "closing" refusal
+    // (Retry-After, counted), the others as usual, rather than Fastify's bare 503.
+    return503OnClosing: false,
     // Node answers 408 and closes a request whose headers or body are not in by then; a request
     // is complete once read, so a stream is never cut by it. Node checks every so often (30 s by
     // default): often enough here that the bound holds.
