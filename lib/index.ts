@@ -114,11 +114,11 @@ const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
 export default towerSse
 export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
+export type { NormalizedOptions } from './options'
+export { isValidTopic } from './subscription'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
-  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  TowerConfigError, NotifyValidationError, StatsWindowError, TowerHostNotAllowedError, TowerCrossSiteError,
-  TowerTokenRequiredError, TowerMetricsUnavailableError
+  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'

@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Registry } from 'prom-client'
-import { TowerMetricsUnavailableError } from '../errors'
+import { TowerMetricsUnavailableError } from './errors'
 import towerSse, { DEFAULTS, type TowerSseOptions } from '../index'
 import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'

@@ -1,5 +1,5 @@
-import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
-import { TowerConfigError } from '../errors'
+import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
+import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS } from './app'
 import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
