@@ -87,7 +87,9 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['positional argument', ['50'], {}, 'unexpected argument "50" (see --help)'],
   ['port out of range', ['--port', '65536'], {}, '--port must be a port between 0 and 65535, got 65536'],
   ['port from env not a number', [], { PORT: 'http' }, 'PORT must be an integer, got "http"'],
-  ['blank host', ['--host', ' '], {}, '--host must be a host name or address, got " "']
+  ['blank host', ['--host', ' '], {}, '--host must be a host name or address, got " "'],
+  ['a host that is not one', ['--host', 'tower example'], {}, '--host must be a host name or address, got "tower example"'],
+  ['a wildcard host', [], { HOST: '*' }, 'HOST must be a host name or address, got "*"']
 ]
 
 t.test('bad input stops start-up with one line naming what was wrong', async (t) => {

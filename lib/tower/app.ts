@@ -92,7 +92,11 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   }
   void app.register(notifyRoute)
   const redis = options.sse?.redis
-  void app.register(statsRoute, { redis: typeof redis === 'string' ? redis : undefined, redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey })
+  void app.register(statsRoute, {
+    redis: typeof redis === 'string' ? redis : undefined,
+    redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey,
+    random: options.sse?.random ?? Math.random
+  })
   void app.register(staticAssets)
   return app
 }

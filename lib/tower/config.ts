@@ -62,8 +62,10 @@ function parsePort (source: string, text: string): number {
   return port
 }
 
-function parseHost (source: string, text: string): string {
-  if (text.trim() === '') throw new TowerConfigError(`${source} must be a host name or address, got ${JSON.stringify(text)}`)
+/** A listen address, checked by the one host parser the request guard uses (no wildcard here). */
+function parseListenHost (source: string, text: string): string {
+  const host = parseAllowedHost(text)
+  if (host === null || host.startsWith('*')) throw new TowerConfigError(`${source} must be a host name or address, got ${JSON.stringify(text)}`)
   return text
 }
 
@@ -147,7 +149,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
 
   const hostText = pickText('--host', 'HOST')
   const portText = pickText('--port', 'PORT')
-  const host = hostText === undefined ? DEFAULT_HOST : parseHost(hostText.source, hostText.text)
+  const host = hostText === undefined ? DEFAULT_HOST : parseListenHost(hostText.source, hostText.text)
   const port = portText === undefined ? DEFAULT_PORT : parsePort(portText.source, portText.text)
   const hostsText = pickText('--allowed-hosts', 'TOWER_ALLOWED_HOSTS')
   const tokenText = pickText('--token', 'TOWER_TOKEN')
