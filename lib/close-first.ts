@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { isHttp2 } from './platform'
 
 /**
  * Makes the server, not the client, close every connection it ends, so the TIME_WAIT lands on the
@@ -29,8 +30,4 @@ export function endAndClose (res: ServerResponse, last?: Buffer | string): void 
   // Every byte already in the kernel: closing now puts the FIN right behind them.
   if (socket.writableLength === 0) socket.destroy()
   else socket.end()
-}
-
-function isHttp2 (res: ServerResponse): boolean {
-  return res.req.httpVersionMajor >= 2
 }

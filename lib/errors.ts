@@ -1,9 +1,10 @@
 import createError from '@fastify/error'
 import { describe } from './client/describe'
+import { REFUSALS, type RefusalReason } from './outcomes'
 
 /**
- * Every error tower-sse and Tower throw or send, each with a stable `code` to match on (messages
- * may change): `TOWER_SSE_*` for the plugin, `TOWER_*` for Tower. Built with @fastify/error, so
+ * Every error the plugin throws or sends, each with a stable `TOWER_SSE_*` `code` to match on
+ * (messages may change); Tower's own are in lib/tower/errors.ts. Built with @fastify/error, so
  * they are what Fastify users already know (`code`, `statusCode`, `instanceof`).
  */
 
@@ -51,58 +52,9 @@ export const BusClosedError = createError(
 export const BroadcastIdPropertyError = createError<[string]>('TOWER_SSE_BAD_ID_PROPERTY', 'tower-sse: broadcast idProperty %s', 500, TypeError)
 
 /** The `code` in the JSON body of a refusal (503, or 429 for perKey), by reason. */
-export const REFUSAL_CODES = Object.freeze({
-  capacity: 'TOWER_SSE_CAPACITY',
-  perKey: 'TOWER_SSE_PER_KEY',
-  pressure: 'TOWER_SSE_PRESSURE',
-  rate: 'TOWER_SSE_RATE',
-  closing: 'TOWER_SSE_CLOSING',
-  pipelined: 'TOWER_SSE_PIPELINED'
-} as const)
-
-const ConfigErrorBase = createError('TOWER_CONFIG', '%s', 500)
-
-/** Tower: a bad flag, environment variable or value; the message names it and fits on one line. */
-export class TowerConfigError extends ConfigErrorBase {
-  constructor (message: string) {
-    super(message)
-    this.name = 'TowerConfigError'
-  }
-}
-
-/** Tower: a notification POST /api/notify refuses (400); the message names each bad field. */
-export const NotifyValidationError = createError('TOWER_NOTIFY_INVALID', '%s', 400)
-
-/** Tower: a stats window of other than a whole number (>= 1) of seconds. */
-export const StatsWindowError = createError('TOWER_STATS_WINDOW', 'StatsWindow: seconds must be an integer >= 1, got %s', 500, RangeError)
-
-/** Tower: a Host outside the allowlist (a guard against DNS rebinding). */
-export const TowerHostNotAllowedError = createError<[string]>(
-  'TOWER_HOST_NOT_ALLOWED',
-  'Host %s is not one this Tower answers (a guard against DNS rebinding): add it with --allowed-hosts or TOWER_ALLOWED_HOSTS',
-  403
-)
-
-/** Tower: a state-changing request from a page of another site. */
-export const TowerCrossSiteError = createError<[string]>(
-  'TOWER_CROSS_SITE',
-  'a page from another site (%s) may not change anything here: its Origin must be an allowed host (--allowed-hosts or TOWER_ALLOWED_HOSTS)',
-  403
-)
-
-/** Tower: started with --token, and the request did not carry it. */
-export const TowerTokenRequiredError = createError(
-  'TOWER_TOKEN_REQUIRED',
-  'this Tower was started with --token (TOWER_TOKEN): send Authorization: Bearer <token>',
-  401
-)
-
-/** Tower: GET /metrics where prom-client (an optional peer) is not installed. */
-export const TowerMetricsUnavailableError = createError(
-  'TOWER_METRICS_UNAVAILABLE',
-  'metrics need prom-client, which is not installed beside tower-sse: npm install prom-client',
-  501
-)
+export const REFUSAL_CODES = Object.freeze(Object.fromEntries(
+  Object.entries(REFUSALS).map(([reason, { code }]) => [reason, code])
+) as { [R in RefusalReason]: typeof REFUSALS[R]['code'] })
 
 /** Every error constructor, by code, as Fastify exposes its own (`fastify.errorCodes`). */
 export const errorCodes = Object.freeze({
@@ -115,12 +67,5 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_REGISTRY_FULL: RegistryFullError,
   TOWER_SSE_BUS_UNAVAILABLE: BusUnavailableError,
   TOWER_SSE_BUS_CLOSED: BusClosedError,
-  TOWER_SSE_BAD_ID_PROPERTY: BroadcastIdPropertyError,
-  TOWER_CONFIG: TowerConfigError,
-  TOWER_NOTIFY_INVALID: NotifyValidationError,
-  TOWER_STATS_WINDOW: StatsWindowError,
-  TOWER_HOST_NOT_ALLOWED: TowerHostNotAllowedError,
-  TOWER_CROSS_SITE: TowerCrossSiteError,
-  TOWER_TOKEN_REQUIRED: TowerTokenRequiredError,
-  TOWER_METRICS_UNAVAILABLE: TowerMetricsUnavailableError
+  TOWER_SSE_BAD_ID_PROPERTY: BroadcastIdPropertyError
 })

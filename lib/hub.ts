@@ -1,5 +1,6 @@
 import type { SseClientInfo } from './options'
-import type { BroadcastOptions, BroadcastResult, SseRegistry, SseStats } from './registry'
+import type { SseStats } from './outcomes'
+import type { BroadcastOptions, BroadcastResult, SseRegistry } from './registry'
 
 /**
  * `fastify.sse`: what an application may do with tower-sse's streams. The registry behind it
@@ -23,24 +24,15 @@ export interface SseHub extends Iterable<SseClientInfo> {
   stats: () => SseStats
 }
 
-/** Each hub's registry, for the plugin's own benchmarks only (not exported from the package). */
-const registries = new WeakMap<SseHub, SseRegistry>()
-
-export function registryOf (hub: SseHub): SseRegistry | undefined {
-  return registries.get(hub)
-}
-
 /** The public face of a registry: a frozen object holding no reference a user could reach past. */
-export function hubOf (registry: SseRegistry): SseHub {
-  const hub: SseHub = Object.freeze({
+export function hubOf (registry: SseRegistry, stats: () => SseStats): SseHub {
+  return Object.freeze({
     broadcast: (data: unknown, options?: BroadcastOptions) => registry.broadcast(data, options),
     get size () { return registry.size },
     get capacity () { return registry.capacity },
     get hasRoom () { return registry.hasRoom },
     get lastEventId () { return registry.lastEventId },
-    stats: () => registry.stats(),
+    stats,
     [Symbol.iterator]: () => registry.clientsInfo()
   })
-  registries.set(hub, registry)
-  return hub
 }

@@ -2,16 +2,18 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
-import { Admission } from './admission'
+import { Admission } from './admission/admission'
 import { Subscriber, STREAM_HEADERS } from './subscriber'
 import { endAndClose, openUntilClose } from './close-first'
 import { takeOverClosingRequests } from './closing-takeover'
 import { encodeEvent } from './encoder'
 import { jitter } from './jitter'
 import { normalizeOptions, type TowerSseOptions } from './options'
+import type { SseStats } from './outcomes'
 import { createBus } from './bus/index'
 import { hubOf, type SseHub } from './hub'
 import { SseRegistry } from './registry'
+import { StreamStats } from './stats'
 import { SubscriptionError } from './errors'
 import { readSubscription, type Subscription } from './subscription'
 import { TurnFlush } from './turn-flush'
@@ -25,14 +27,15 @@ declare module 'fastify' {
 
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
-  const activity = new ActivityLog({ windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
-  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, activity, createBus(options, fastify.log), options.random)
+  const counts = new StreamStats()
+  const activity = new ActivityLog(counts, { windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
+  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, counts, createBus(options, fastify.log), options.random)
   await registry.start()
-  const admission = new Admission(fastify, registry, activity, options)
+  const admission = new Admission(fastify, registry, counts, options)
   // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
   const turn = new TurnFlush()
-  activity.admissionGauges = () => admission.gauges()
-  fastify.decorate('sse', hubOf(registry))
+  const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
+  fastify.decorate('sse', hubOf(registry, stats))
   takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
@@ -43,7 +46,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
           return { up: state === 'up', lagSeconds: lagMs / 1000, reads }
         }
       : undefined
-    const unregister = registerMetrics(options.metrics, registry, activity, busState)
+    const unregister = registerMetrics(options.metrics, { stats, timeBroadcasts: (timer) => registry.timeBroadcasts(timer) }, busState)
     fastify.addHook('onClose', (_instance, hookDone) => {
       unregister()
       hookDone()
@@ -111,17 +114,18 @@ const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
 export default towerSse
 export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
+export type { NormalizedOptions } from './options'
+export { isValidTopic } from './subscription'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
-  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  TowerConfigError, NotifyValidationError, StatsWindowError, TowerHostNotAllowedError, TowerCrossSiteError,
-  TowerTokenRequiredError, TowerMetricsUnavailableError
+  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './request-key'
 export { defaultKeyFn, keyFromClientId } from './request-key'
-export type { SseStats, BroadcastOptions, BroadcastResult } from './registry'
+export type { BroadcastOptions, BroadcastResult } from './registry'
+export type { SseStats } from './outcomes'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'
 export { encodeEvent, encodeRetry } from './encoder'

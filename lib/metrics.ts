@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
-import type { ActivityLog } from './activity-log'
-import type { SseRegistry } from './registry'
+import { CLOSE_CAUSES, type SseStats } from './outcomes'
+import type { BroadcastTimer } from './registry'
 
 /** What the cluster bus reports about itself; null while it has nothing to report. */
 export interface BusState {
@@ -12,20 +12,25 @@ export interface BusState {
 }
 export type BusStateProvider = () => BusState | null
 
+/** What the metrics read: stats() when scraped, and a hook to time each event's fan-out. */
+export interface MetricsSource {
+  stats: () => SseStats
+  timeBroadcasts: (timer: BroadcastTimer) => void
+}
+
 /** From a broadcast to a handful of streams (0.1 ms) to one that stalls the event loop (1 s). */
 const BROADCAST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
 
 /**
  * Exposes what the plugin already counts as Prometheus metrics in `target`. Counters and gauges
- * read the plugin's own totals when scraped (collect), so they equal stats() exactly and cost
- * nothing between scrapes; only the broadcast histogram is observed as broadcasts happen.
+ * read stats() when scraped (collect), so they equal it exactly and cost nothing between
+ * scrapes; only the fan-out histogram is observed as events are delivered.
  * Labels are bounded enums (reason, cause, outcome), never a client, key or topic.
  * Returns the function that removes them again (the plugin calls it on close).
  */
 export function registerMetrics (
   target: Registry,
-  registry: SseRegistry,
-  activity: ActivityLog,
+  source: MetricsSource,
   bus?: BusStateProvider
 ): () => void {
   const registers = [target]
@@ -54,38 +59,36 @@ export function registerMetrics (
       }
     })
   }
-  const { totals } = activity
+  const read = source.stats
 
-  gauge('tower_sse_streams', 'Open event streams (stats().current).', () => registry.size)
-  gauge('tower_sse_streams_capacity', 'Streams that may be open at once: maxClients (stats().capacity).', () => registry.capacity)
-  counter('tower_sse_connects_total', 'Streams admitted (stats().accepted).', () => totals.accepted)
+  gauge('tower_sse_streams', 'Open event streams (stats().current).', () => read().current)
+  gauge('tower_sse_streams_capacity', 'Streams that may be open at once: maxClients (stats().capacity).', () => read().capacity)
+  counter('tower_sse_connects_total', 'Streams admitted (stats().accepted).', () => read().accepted)
   labelled('tower_sse_refusals_total', 'Stream requests refused, by reason (stats().refusals; summed: stats().rejected).',
-    'reason', () => activity.refusals)
-  gauge('tower_sse_refusals_held', 'Refusals held in the tarpit now (stats().refusalsHeld).', () => activity.admissionGauges().refusalsHeld)
+    'reason', () => read().refusals)
+  gauge('tower_sse_refusals_held', 'Refusals held in the tarpit now (stats().refusalsHeld).', () => read().refusalsHeld)
   labelled('tower_sse_disconnects_total', 'Streams ended, by cause (stats().disconnected, expired, deadSwept, dropped, shutdown).',
-    'cause', () => ({
-      client: totals.disconnected,
-      expired: totals.expired,
-      swept: totals.deadSwept,
-      dropped: totals.dropped,
-      shutdown: totals.shutdown
-    }))
+    'cause', () => {
+      const stats = read()
+      return Object.fromEntries(Object.entries(CLOSE_CAUSES).map(([field, cause]) => [cause, stats[field as keyof typeof CLOSE_CAUSES]]))
+    })
   labelled('tower_sse_resumes_total', 'Admitted streams by how they started: replayed from history, resync, or fresh (stats().resumes).',
-    'outcome', () => activity.resumes)
-  counter('tower_sse_replayed_events_total', 'Events replayed from history to resuming streams (stats().replayedEvents).', () => activity.replayedEvents)
-  counter('tower_sse_broadcasts_total', 'Events this instance fanned out: its own broadcasts, and with the Redis bus every instance\'s (stats().broadcasts).', () => activity.broadcasts)
-  counter('tower_sse_bytes_sent_total', 'Frame bytes queued on streams (stats().bytesSent).', () => registry.bytesSent)
+    'outcome', () => read().resumes)
+  counter('tower_sse_replayed_events_total', 'Events replayed from history to resuming streams (stats().replayedEvents).', () => read().replayedEvents)
+  counter('tower_sse_events_total', 'Events this instance fanned out to its streams: its own broadcasts and, with a shared bus, every instance\'s (stats().events).', () => read().events)
+  counter('tower_sse_broadcasts_total', 'broadcast() calls made on this instance that published an event (stats().broadcasts).', () => read().broadcasts)
+  counter('tower_sse_bytes_sent_total', 'Frame bytes queued on streams (stats().bytesSent).', () => read().bytesSent)
   gauge('tower_sse_storm', 'Storm widening level now: delays are multiplied by 2^level, 0 is calm (stats().stormLevel).',
-    () => activity.admissionGauges().stormLevel, 'max')
+    () => read().stormLevel, 'max')
 
   names.push('tower_sse_broadcast_seconds')
   const broadcastSeconds = new Histogram({
     name: 'tower_sse_broadcast_seconds',
-    help: 'Time one broadcast takes: encode once and queue on every stream.',
+    help: 'Time one event\'s fan-out takes here: encode once and queue on every stream (one per stats().events).',
     buckets: BROADCAST_BUCKETS,
     registers
   })
-  registry.timeBroadcasts(() => broadcastSeconds.startTimer())
+  source.timeBroadcasts(() => broadcastSeconds.startTimer())
 
   if (bus !== undefined) {
     gauge('tower_sse_bus_up', 'Whether the bus is connected (1) or not (0).', () => bus()?.up === true ? 1 : 0, 'min')

@@ -1,7 +1,7 @@
-import type { ActivityLog, ActivityCounts, AdmissionGauges, ResumeOutcome } from './activity-log'
-import type { RefusalReason } from './admission'
-import type { Bus, BusEvent, BusStats, Published } from './bus/bus'
-import type { Subscriber, CloseReason } from './subscriber'
+import type { Bus, BusEvent, Published } from './bus/bus'
+import type { CloseReason, StreamGauges } from './outcomes'
+import type { StreamStats } from './stats'
+import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from './encoder'
 import { BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from './errors'
 import type { EventPosition, ParsedEventId } from './event-id'
@@ -31,28 +31,6 @@ export interface BroadcastOptions {
 /** What broadcast() resolves with. */
 export type BroadcastResult = Published
 
-export interface SseStats extends ActivityCounts, AdmissionGauges {
-  current: number
-  peak: number
-  capacity: number
-  /** Events delivered here so far, and how many of them the local ring still holds for replay. */
-  events: number
-  historyEvents: number
-  historyBytes: number
-  /** `rejected`, by reason. */
-  refusals: Record<RefusalReason, number>
-  /** `accepted`, by how the stream started. */
-  resumes: Record<ResumeOutcome, number>
-  /** Events sent from history to resuming clients. */
-  replayedEvents: number
-  /** broadcast() calls. */
-  broadcasts: number
-  /** Frame bytes queued on streams (retry, events, heartbeats, replays; not headers, not refusals). */
-  bytesSent: number
-  /** The bus: memory or redis, up or down, history reads made for resumes, delivery lag. */
-  bus: BusStats
-}
-
 /** Starts timing one broadcast; the function it returns ends it. */
 export type BroadcastTimer = () => () => void
 
@@ -74,13 +52,12 @@ export class SseRegistry {
   history: History
   private readonly resumes: Resumes
   private last: { id: string, position: EventPosition } | null = null
-  private peakSize = 0
   private broadcastTimer: BroadcastTimer | null = null
 
-  constructor (private readonly limits: RegistryLimits, private readonly activity: ActivityLog, readonly bus: Bus, random: RandomSource) {
+  constructor (private readonly limits: RegistryLimits, private readonly stats: StreamStats, readonly bus: Bus, random: RandomSource) {
     this.capacity = limits.capacity
     this.history = new History(limits.historyMaxEvents, limits.historyMaxBytes, null)
-    this.resumes = new Resumes(this, random)
+    this.resumes = new Resumes(this, stats, random)
   }
 
   /** Subscribes to the bus: from then on every event it delivers is fanned out here. */
@@ -120,16 +97,9 @@ export class SseRegistry {
     if (!this.hasRoom) throw new RegistryFullError()
     this.clients.set(client.id, client)
     this.perKey.set(client.key, this.countForKey(client.key) + 1)
-    if (this.clients.size > this.peakSize) this.peakSize = this.clients.size
-    this.activity.count('accepted')
-    this.activity.observeSize(this.clients.size)
+    this.stats.accepted(this.clients.size)
     if (lastEventId !== null) this.resumes.start(client, lastEventId)
-    else this.activity.resumed('fresh', 0)
-  }
-
-  /** How a resume ended, for stats() and metrics (called by Resumes). */
-  resumed (outcome: ResumeOutcome, replayedEvents: number): void {
-    this.activity.resumed(outcome, replayedEvents)
+    else this.stats.resumed('fresh', 0)
   }
 
   resyncFrame (reason: string): Buffer {
@@ -144,8 +114,7 @@ export class SseRegistry {
     const left = this.countForKey(client.key) - 1
     if (left > 0) this.perKey.set(client.key, left)
     else this.perKey.delete(client.key)
-    this.activity.count(reason)
-    this.activity.closedStreamBytes += client.bytesQueued
+    this.stats.closed(reason, client.bytesQueued)
   }
 
   /** Times every broadcast from now on (set only when metrics are on: no cost otherwise). */
@@ -167,7 +136,10 @@ export class SseRegistry {
       if (event !== undefined) checkField('event', event)
       const text = dataText(data)
       if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
-      return this.bus.publish({ data: text, event, topic, idProperty })
+      return this.bus.publish({ data: text, event, topic, idProperty }).then((published) => {
+        this.stats.broadcast()
+        return published
+      })
     } catch (error) {
       return Promise.reject(error)
     }
@@ -188,7 +160,7 @@ export class SseRegistry {
       if (this.resumes.active && this.resumes.intercept(client, entry)) continue
       if (client.wants(topic) && client.write(frame)) delivered++
     }
-    this.activity.broadcasts++
+    this.stats.delivered()
     timed?.()
     return delivered
   }
@@ -231,29 +203,16 @@ export class SseRegistry {
     })
   }
 
-  /** Frame bytes queued on every stream so far, open or closed. */
-  get bytesSent (): number {
-    let bytes = this.activity.closedStreamBytes
-    for (const client of this.clients.values()) bytes += client.bytesQueued
-    return bytes
-  }
-
-  stats (): SseStats {
-    const { refusals, resumes, replayedEvents, broadcasts } = this.activity
+  /** What the registry holds now, for stats(). */
+  gauges (): StreamGauges {
+    let openStreamBytes = 0
+    for (const client of this.clients.values()) openStreamBytes += client.bytesQueued
     return {
       current: this.clients.size,
-      peak: this.peakSize,
       capacity: this.capacity,
-      ...this.activity.totals,
-      events: this.activity.broadcasts,
       historyEvents: this.history.size,
       historyBytes: this.history.byteLength,
-      refusals: { ...refusals },
-      resumes: { ...resumes },
-      replayedEvents,
-      broadcasts,
-      bytesSent: this.bytesSent,
-      ...this.activity.admissionGauges(),
+      openStreamBytes,
       bus: this.bus.stats()
     }
   }

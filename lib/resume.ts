@@ -1,9 +1,9 @@
-import type { ResumeOutcome } from './activity-log'
 import type { Bus, BusEvent, BusRead } from './bus/bus'
 import { SingleFlight } from './bus/single-flight'
 import type { Subscriber } from './subscriber'
 import { comparePositions, formatEventId, type EventPosition } from './event-id'
 import type { History, HistoryEntry } from './history'
+import type { StreamStats } from './stats'
 
 /** A client whose replay is not written yet, or who is ahead of this instance. */
 type Replay = { kind: 'entries', entries: HistoryEntry[] } | Extract<BusRead, { kind: 'gone' }>
@@ -25,8 +25,6 @@ export interface ResumeHost {
   frameOf (event: BusEvent): HistoryEntry
   /** `event: resync` with the newest id, for a client whose gap cannot be filled. */
   resyncFrame (reason: string): Buffer
-  /** Counts how a resume ended (stats().resumes; a client that leaves while its read is under way is not counted). */
-  resumed (outcome: ResumeOutcome, replayedEvents: number): void
 }
 
 /** A failed bus read is tried again this long later (± half), while the client stays connected. */
@@ -42,7 +40,8 @@ export class Resumes {
   private readonly flights = new SingleFlight<Replay>()
   private readonly retries = new Set<NodeJS.Timeout>()
 
-  constructor (private readonly host: ResumeHost, private readonly random: () => number) {}
+  /** `stats` counts how each resume ended (a client that leaves while its read is under way is not counted). */
+  constructor (private readonly host: ResumeHost, private readonly stats: Pick<StreamStats, 'resumed'>, private readonly random: () => number) {}
 
   /** Whether any client needs intercept() at all (the fan-out loop skips the lookup otherwise). */
   get active (): boolean {
@@ -69,18 +68,18 @@ export class Resumes {
   start (client: Subscriber, from: EventPosition): void {
     const local = this.host.history.since(from)
     if (local.kind === 'replay') {
-      this.host.resumed('replayed', writeAll(client, local.entries))
+      this.stats.resumed('replayed', writeAll(client, local.entries))
       return
     }
     if (!this.host.bus.shared) {
       // One process: the ring is the whole history.
-      this.host.resumed('resync', 0)
+      this.stats.resumed('resync', 0)
       client.write(this.host.resyncFrame(local.kind === 'miss' ? local.reason : 'unknown'))
       return
     }
     if (local.kind === 'ahead') {
       // It has seen events this instance has not delivered yet: skip them when they come.
-      this.host.resumed('replayed', 0)
+      this.stats.resumed('replayed', 0)
       this.pending.set(client, { after: from, held: null })
       return
     }
@@ -122,7 +121,7 @@ export class Resumes {
     if (read.kind === 'gone') {
       // Too far behind, or not one of our ids: say so, rather than leave a silent gap. The resync
       // carries the newest id, which covers what was held, so the next reconnect resumes from now.
-      this.host.resumed('resync', 0)
+      this.stats.resumed('resync', 0)
       client.write(this.host.resyncFrame(read.reason))
       return
     }
@@ -131,14 +130,14 @@ export class Resumes {
     for (const entry of read.entries) {
       if (client.wants(entry.topic)) {
         if (!client.write(entry.frame)) {
-          this.host.resumed('replayed', replayed)
+          this.stats.resumed('replayed', replayed)
           return
         }
         replayed++
       }
       after = entry.position
     }
-    this.host.resumed('replayed', replayed)
+    this.stats.resumed('replayed', replayed)
     if (comparePositions(upTo, after) > 0) after = upTo
     for (const entry of pending.held ?? []) {
       const newer = entry.position.epoch !== after.epoch || comparePositions(entry.position, after) > 0

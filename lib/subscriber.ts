@@ -1,10 +1,9 @@
 import type { ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from './close-first'
+import { needsDrain, unsentBytes } from './platform'
 import type { SseClientInfo } from './options'
-import type { ActivityKind } from './activity-log'
+import type { CloseReason } from './outcomes'
 import type { Flushable, TurnFlush } from './turn-flush'
-
-export type CloseReason = Exclude<ActivityKind, 'accepted' | 'rejected' | 'tarpitted'>
 
 export interface StreamLimits {
   maxBufferedBytes: number
@@ -124,14 +123,12 @@ export class Subscriber implements SseClientInfo, Flushable {
       return
     }
     const flushed = this.queuedBytes - this.res.writableLength
-    // writableLength only shrinks when a whole write request completes, and Node hands everything
-    // queued behind a pending write to the socket as one request: a reader taking a burst slowly
-    // shows its progress only in the socket's own queue of unsent bytes.
-    const unsent = (this.res.socket as { _handle?: { writeQueueSize?: number } } | null)?._handle?.writeQueueSize ?? 0
+    // A reader taking a burst slowly shows its progress only in the transport's queue (see platform.ts).
+    const unsent = unsentBytes(this.res)
     const progressed = flushed !== this.flushedAtLastBeat || unsent < this.unsentAtLastBeat
     this.flushedAtLastBeat = flushed
     this.unsentAtLastBeat = unsent
-    if (this.res.writableNeedDrain) {
+    if (needsDrain(this.res)) {
       this.stalledBeats = progressed ? 0 : this.stalledBeats + 1
       if (this.stalledBeats >= this.limits.maxStalledHeartbeats) this.end('deadSwept')
       return

@@ -2,6 +2,7 @@ import { Writable } from 'node:stream'
 import t from 'tap'
 import { LogController, type FastifyBaseLogger } from 'fastify'
 import { ActivityLog } from '../lib/activity-log'
+import { StreamStats } from '../lib/stats'
 import { startApp } from './fixtures/app'
 import { connect } from './fixtures/sse-connection'
 
@@ -72,12 +73,13 @@ function levelRecorder (): { logger: FastifyBaseLogger, calls: Array<{ level: st
 t.test('a window with refusals is a warning even when it is no storm; one without is info', async (t) => {
   const { logger, calls } = levelRecorder()
   // 60,000 ms windows: two attempts are 2 connects/min, far below the storm threshold.
-  const log = new ActivityLog({ windowMs: 60_000, stormConnectsPerMinute: 1000 })
-  log.attempt('ip:a')
-  log.count('accepted')
+  const counts = new StreamStats()
+  const log = new ActivityLog(counts, { windowMs: 60_000, stormConnectsPerMinute: 1000 })
+  counts.attempt('ip:a')
+  counts.accepted(1)
   log.flush(logger, 1)
-  log.attempt('ip:a')
-  log.count('rejected')
+  counts.attempt('ip:a')
+  counts.refused('capacity')
   log.flush(logger, 1)
   t.same(calls.map((c) => c.level), ['info', 'warn'])
   t.equal(calls[1].summary.storm, undefined, 'not reported as a storm')

@@ -1,9 +1,11 @@
 import t from 'tap'
 import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib/index'
-import { ActivityLog } from '../lib/activity-log'
+import { StreamStats } from '../lib/stats'
 import type { Subscriber } from '../lib/subscriber'
 import { MemoryBus } from '../lib/bus/memory'
 import { SseRegistry } from '../lib/registry'
+import * as plugin from '../lib/index'
+import * as towerErrors from '../lib/tower/errors'
 
 t.test('every error constructor is exported under its own code, with a status code', async (t) => {
   const codes = Object.keys(errorCodes)
@@ -13,7 +15,7 @@ t.test('every error constructor is exported under its own code, with a status co
     const error = new (ErrorClass as unknown as new (...args: string[]) => Error & { code: string, statusCode: number })('a', 'b', 'c')
     t.match(error, { code, statusCode: Number }, code)
   }
-  t.ok(codes.filter((code) => code.startsWith('TOWER_SSE_')).length >= 7, 'the plugin\'s own are TOWER_SSE_*')
+  t.same(codes.filter((code) => !code.startsWith('TOWER_SSE_')), [], 'the plugin\'s are all TOWER_SSE_*: Tower\'s are not the plugin\'s')
   t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PIPELINED', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
 })
 
@@ -27,7 +29,18 @@ t.test('errors are Fastify errors: code, statusCode, instanceof, and the option 
 })
 
 t.test('the registry refuses to hold one stream too many (an invariant admission keeps)', async (t) => {
-  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1 }), new MemoryBus(), () => 0)
+  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new StreamStats(), new MemoryBus(), () => 0)
   t.throws(() => registry.add({} as Subscriber, null), RegistryFullError)
   t.throws(() => registry.add({} as Subscriber, null), { code: 'TOWER_SSE_REGISTRY_FULL' })
+})
+
+t.test('Tower\'s errors are Tower\'s: TOWER_* codes, in lib/tower/errors.ts, not exported by the plugin', async (t) => {
+  const names = Object.keys(towerErrors)
+  t.same(names.sort(), ['NotifyValidationError', 'StatsWindowError', 'TowerConfigError', 'TowerCrossSiteError', 'TowerHostNotAllowedError',
+    'TowerMetricsUnavailableError', 'TowerTokenRequiredError'])
+  for (const [name, ErrorClass] of Object.entries(towerErrors)) {
+    const error = new (ErrorClass as unknown as new (...args: string[]) => Error & { code: string, statusCode: number })('a')
+    t.match(error.code, /^TOWER_(?!SSE_)/, `${name}: ${error.code}`)
+    t.notOk(name in plugin, `${name} is not exported by the plugin`)
+  }
 })

@@ -118,3 +118,28 @@ t.test('HTTP/2: a stream ended at shutdown delivers everything queued before it,
   t.equal(stream.events[0].data.length, big.length)
   t.match(stream.body(), /retry: \d+\n\n$/, 'and the drain\'s retry: after it')
 })
+
+t.test('HTTP/2: of two streams on one session, the one whose reader stalls is swept as dead; the other keeps receiving', async (t) => {
+  const { app, port } = await startH2c({ heartbeatMs: 50, maxStalledHeartbeats: 2, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  t.teardown(() => app.close())
+  // A 1 KiB stream window: the stalled stream's events pile up on the server, in its own buffer.
+  const session = http2.connect(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: 1024 } })
+  session.on('error', () => {})
+  t.teardown(() => session.destroy())
+  const stalled = session.request({ ':path': '/api/events' })
+  stalled.on('error', () => {})
+  stalled.pause()
+  const live = open(session, '/api/events')
+  await waitFor('both streams open', () => app.sse.size === 2 && live.body().includes('retry:'))
+  const payload = 'p'.repeat(4096)
+  for (let i = 0; i < 20; i++) await app.sse.broadcast(payload)
+  await waitFor('the live stream to read all 20', () => live.events.length === 20)
+  await waitFor('the stalled stream to be swept', () => app.sse.stats().deadSwept === 1, 3000)
+  // Reset (RST_STREAM) with what it had not read still unsent: its rstCode is set at once.
+  await waitFor('the stalled stream to be reset', () => stalled.rstCode !== undefined)
+  t.equal(session.closed, false, 'the session is kept')
+  t.equal(app.sse.stats().dropped, 0, 'swept for stalling, not dropped at its byte budget')
+  t.equal((await app.sse.broadcast('after the sweep')).delivered, 1)
+  await waitFor('the live stream to receive it', () => live.events.length === 21)
+  t.equal(live.isEnded(), false, 'the live stream and its session go on')
+})

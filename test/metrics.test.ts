@@ -6,11 +6,11 @@ import Fastify from 'fastify'
 import UnderPressure from '@fastify/under-pressure'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { Registry } from 'prom-client'
-import { ActivityLog } from '../lib/activity-log'
+import { StreamStats } from '../lib/stats'
 import towerSse, { type SseStats } from '../lib/index'
 import { registerMetrics, type BusState } from '../lib/metrics'
 import { MemoryBus } from '../lib/bus/memory'
-import { SseRegistry } from '../lib/registry'
+import { SseRegistry, type BroadcastTimer } from '../lib/registry'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { scrape, type Scrape } from './fixtures/scrape'
@@ -35,8 +35,9 @@ function checkAgainstStats (t: Test, scraped: Scrape, stats: SseStats): void {
     t.equal(scraped.value('tower_sse_resumes_total', { outcome }), n, `resumes{${outcome}} = stats().resumes.${outcome}`)
   }
   t.equal(scraped.value('tower_sse_replayed_events_total'), stats.replayedEvents, 'replayed events = stats().replayedEvents')
+  t.equal(scraped.value('tower_sse_events_total'), stats.events, 'events = stats().events')
   t.equal(scraped.value('tower_sse_broadcasts_total'), stats.broadcasts, 'broadcasts = stats().broadcasts')
-  t.equal(scraped.histogram('tower_sse_broadcast_seconds').count, stats.broadcasts, 'one broadcast_seconds observation per broadcast')
+  t.equal(scraped.histogram('tower_sse_broadcast_seconds').count, stats.events, 'one broadcast_seconds observation per event fanned out')
   t.equal(scraped.value('tower_sse_bytes_sent_total'), stats.bytesSent, 'bytes sent = stats().bytesSent')
   t.equal(scraped.value('tower_sse_refusals_held'), stats.refusalsHeld, 'held = stats().refusalsHeld')
   t.equal(scraped.value('tower_sse_storm'), stats.stormLevel, 'storm = stats().stormLevel')
@@ -306,11 +307,15 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
 })
 
 t.test('bus metrics come from the bus-state provider, and exist only with one', async (t) => {
-  const activity = new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1000 })
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, activity, new MemoryBus(), () => 0)
+  const counts = new StreamStats()
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(), () => 0)
+  const source = {
+    stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel: 0 }),
+    timeBroadcasts: (timer: BroadcastTimer) => registry.timeBroadcasts(timer)
+  }
   let state: BusState | null = null
   const target = new Registry()
-  registerMetrics(target, registry, activity, () => state)
+  registerMetrics(target, source, () => state)
   const read = async (): Promise<Map<string, string | undefined>> =>
     new Map(parsePrometheusTextFormat(await target.metrics()).map((f) => [f.name, f.metrics[0].value]))
   let families = await read()
@@ -326,10 +331,10 @@ t.test('bus metrics come from the bus-state provider, and exist only with one', 
     ['0', '3', '9'])
 
   const withoutBus = new Registry()
-  const unregister = registerMetrics(withoutBus, registry, activity)
+  const unregister = registerMetrics(withoutBus, source)
   const names = parsePrometheusTextFormat(await withoutBus.metrics()).map((f) => f.name)
   t.equal(names.filter((name) => name.startsWith('tower_sse_bus_')).length, 0, 'no bus, no bus metrics')
-  t.equal(names.length, 12, 'the twelve stream metrics')
+  t.equal(names.length, 13, 'the thirteen stream metrics')
   unregister()
   t.same(await withoutBus.getMetricsAsJSON(), [], 'and unregister takes every one back out')
 })

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { MAX_PIPELINED_BEHIND_STREAM } from '../lib/admission'
+import { MAX_PIPELINED_BEHIND_STREAM } from '../lib/admission/admission'
 import { startApp } from './fixtures/app'
 import { rawExchange, type RawExchange } from './fixtures/raw-http'
 import { connect, waitFor } from './fixtures/sse-connection'

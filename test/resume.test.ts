@@ -1,6 +1,6 @@
 import http from 'node:http'
 import t, { type Test } from 'tap'
-import { ActivityLog } from '../lib/activity-log'
+import { StreamStats } from '../lib/stats'
 import type { Bus, BusMessage, BusRead, Deliver, Published, StartPoint } from '../lib/bus/bus'
 import { Subscriber } from '../lib/subscriber'
 import { encodeRetry } from '../lib/encoder'
@@ -54,7 +54,7 @@ class ControlledBus implements Bus {
 
 async function setup (t: Test): Promise<{ bus: ControlledBus, registry: SseRegistry, open: (lastEventId?: string) => Promise<SseConnection> }> {
   const bus = new ControlledBus()
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 1, historyMaxBytes: 1e6 }, new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1000 }), bus, () => 0)
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 1, historyMaxBytes: 1e6 }, new StreamStats(), bus, () => 0)
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {

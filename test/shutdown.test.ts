@@ -129,3 +129,15 @@ t.test('an app that never calls close() still exits: the plugin\'s timers do not
   t.equal(exitCode, 0)
   t.equal(out.trim(), 'ready', 'the plugin was registered and ready before the child exited')
 })
+
+t.test('the closing takeover is installed only where Fastify answers 503 itself while closing', async (t) => {
+  for (const return503OnClosing of [true, false]) {
+    const app = Fastify({ logger: false, return503OnClosing })
+    const fastifyListeners = app.server.listeners('request')
+    await app.register(towerSse)
+    await app.ready()
+    const same = app.server.listeners('request').every((listener, i) => listener === fastifyListeners[i])
+    t.equal(same, !return503OnClosing, `return503OnClosing ${return503OnClosing}: ${same ? 'Fastify\'s listener left as it is' : 'taken over'}`)
+    await app.close()
+  }
+})

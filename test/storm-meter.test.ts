@@ -1,5 +1,5 @@
 import t from 'tap'
-import { StormMeter } from '../lib/storm-meter'
+import { StormMeter } from '../lib/admission/storm-meter'
 
 /** Refusals at these ms timestamps: four in each of seconds 10, 11 and 12, one at 15.5 s, none after. */
 const REFUSALS = [10_000, 10_100, 10_200, 10_300, 11_000, 11_100, 11_200, 11_300, 12_000, 12_100, 12_200, 12_300, 15_500]

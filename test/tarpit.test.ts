@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import t from 'tap'
 import type { FastifyReply } from 'fastify'
-import { Tarpit } from '../lib/tarpit'
+import { Tarpit } from '../lib/admission/tarpit'
 import { startApp } from './fixtures/app'
 import type { Server } from 'node:http'
 import { connect, rawStream, waitFor } from './fixtures/sse-connection'

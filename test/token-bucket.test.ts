@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { TokenBucket } from '../lib/token-bucket'
+import { TokenBucket } from '../lib/admission/token-bucket'
 
 t.test('a burst at once, then ratePerSecond, on an injected clock', async (t) => {
   const bucket = new TokenBucket(10, 5, 0)

@@ -102,7 +102,9 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['a hop count', ['--trust-proxy', '1'], {}, '--trust-proxy: a hop count cannot tell a proxy from a client'],
   ['a proxy that is no address', ['--trust-proxy', '127.0.0.1, proxy.local'], {}, '--trust-proxy: "proxy.local" is not an IP address, a CIDR range (address/bits) or one of loopback, linklocal, uniquelocal'],
   ['a CIDR prefix too long', ['--trust-proxy', '10.0.0.0/33'], {}, '--trust-proxy: "10.0.0.0/33" is not an IP address'],
-  ['an empty proxy list', [], { TOWER_TRUST_PROXY: ' , ' }, 'TOWER_TRUST_PROXY must be the proxy\'s addresses or CIDR ranges, got " , "']
+  ['an empty proxy list', [], { TOWER_TRUST_PROXY: ' , ' }, 'TOWER_TRUST_PROXY must be the proxy\'s addresses or CIDR ranges, got " , "'],
+  ['a host that is not one', ['--host', 'tower example'], {}, '--host must be a host name or address, got "tower example"'],
+  ['a wildcard host', [], { HOST: '*' }, 'HOST must be a host name or address, got "*"']
 ]
 
 t.test('bad input stops start-up with one line naming what was wrong', async (t) => {

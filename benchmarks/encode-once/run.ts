@@ -6,12 +6,12 @@
  *   npm run bench:build && node build/benchmarks/encode-once/run.js [--clients N] [--rounds N]
  */
 import { writeFileSync, mkdirSync } from 'node:fs'
+import type { ServerResponse } from 'node:http'
 import net from 'node:net'
 import path from 'node:path'
 import Fastify from 'fastify'
 import towerSse from '../../lib/index'
 import { encodeEvent } from '../../lib/encoder'
-import { registryOf } from '../../lib/hub'
 import { Histogram } from '../lib/histogram'
 import { markdownTable } from '../lib/markdown-table'
 import { repoRoot } from '../lib/repo-root'
@@ -31,12 +31,15 @@ function parseArgs (argv: string[]): Args {
   return args
 }
 
-/** The registry's client writer, reached past its privacy to replay the per-client-encode loop. */
-interface Writer { write: (frame: Buffer) => boolean }
-
 async function main (): Promise<void> {
   const { clients, rounds } = parseArgs(process.argv.slice(2))
   const app = Fastify()
+  // Each stream's response, kept by the benchmark itself to replay the per-client-encode loop on it.
+  const writers: ServerResponse[] = []
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.url === '/api/events') writers.push(reply.raw)
+    done()
+  })
   await app.register(towerSse, { maxClients: clients, heartbeatMs: 3_600_000, maxAgeMs: 0, maxAgeJitterMs: 0, historyMaxEvents: 100 })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as net.AddressInfo).port
@@ -48,7 +51,6 @@ async function main (): Promise<void> {
     sockets.push(socket)
   }
   while (app.sse.size < clients) await new Promise((resolve) => setTimeout(resolve, 10))
-  const writers = [...(registryOf(app.sse) as unknown as { clients: Map<string, Writer> }).clients.values()]
 
   const payload = { type: 'notification', title: 'build finished', body: 'x'.repeat(80), ts: 0 }
   let seq = 0

@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Registry } from 'prom-client'
-import { TowerMetricsUnavailableError } from '../errors'
+import { TowerMetricsUnavailableError } from './errors'
 import towerSse, { DEFAULTS, type TowerSseOptions } from '../index'
 import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
@@ -71,6 +71,9 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   const app = Fastify({
     logger: options.logger ?? true,
     logController: new QuietLogController(),
+    // During close every route still answers: the stream route with its own "closing" refusal
+    // (Retry-After, counted), the others as usual, rather than Fastify's bare 503.
+    return503OnClosing: false,
     // Node answers 408 and closes a request whose headers or body are not in by then; a request
     // is complete once read, so a stream is never cut by it. Node checks every so often (30 s by
     // default): often enough here that the bound holds.
@@ -96,7 +99,11 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   }
   void app.register(notifyRoute)
   const redis = options.sse?.redis
-  void app.register(statsRoute, { redis: typeof redis === 'string' ? redis : undefined, redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey })
+  void app.register(statsRoute, {
+    redis: typeof redis === 'string' ? redis : undefined,
+    redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey,
+    random: options.sse?.random ?? Math.random
+  })
   void app.register(staticAssets)
   return app
 }

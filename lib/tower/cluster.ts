@@ -1,11 +1,12 @@
 import cluster, { type Worker } from 'node:cluster'
+import { backoffDelayMs } from '../client/index'
 
 /** A dead worker is replaced at once, but at most this many times per window: a crash loop stops. */
 const MAX_RESTARTS_PER_WORKER = 3
 const RESTART_WINDOW_MS = 60_000
 /**
  * A worker that dies before it listens (its bus cannot start while Redis is down) is started again
- * after a growing, jittered delay, not counted as a crash: an outage does not use up the budget.
+ * after a full-jitter backoff (the client's), not counted as a crash: an outage does not use up the budget.
  */
 const START_RETRY_BASE_MS = 250
 const START_RETRY_CAP_MS = 5000
@@ -31,7 +32,7 @@ export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now, 
   let stopping = false
   const restarts: number[] = []
   const listened = new Set<number>()
-  /** Start-up failures in a row (reset by a worker that listens): the next delay's exponent. */
+  /** Start-up failures in a row (reset by a worker that listens): the backoff's attempt. */
   let startFailures = 0
   const waiting = new Set<NodeJS.Timeout>()
   cluster.on('listening', (worker) => {
@@ -50,8 +51,7 @@ export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now, 
       return
     }
     if (!listened.delete(worker.id)) {
-      const window = Math.min(START_RETRY_CAP_MS, START_RETRY_BASE_MS * 2 ** Math.min(startFailures++, 10))
-      const delayMs = Math.round(window / 2 + random() * window / 2)
+      const delayMs = backoffDelayMs(++startFailures, random, START_RETRY_BASE_MS, START_RETRY_CAP_MS)
       say(`tower: worker ${worker.process.pid ?? '?'} died (${how}) before it listened; starting another in ${delayMs} ms`)
       const timer = setTimeout(() => {
         waiting.delete(timer)

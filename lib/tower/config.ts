@@ -1,6 +1,6 @@
-import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../options'
-import { TowerConfigError } from '../errors'
 import { isIP } from 'node:net'
+import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
+import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { LOG_FORMATS, type LogFormat } from './logging'
 import { parseAllowedHost } from './request-guard'
@@ -69,8 +69,10 @@ function parsePort (source: string, text: string): number {
   return port
 }
 
-function parseHost (source: string, text: string): string {
-  if (text.trim() === '') throw new TowerConfigError(`${source} must be a host name or address, got ${JSON.stringify(text)}`)
+/** A listen address, checked by the one host parser the request guard uses (no wildcard here). */
+function parseListenHost (source: string, text: string): string {
+  const host = parseAllowedHost(text)
+  if (host === null || host.startsWith('*')) throw new TowerConfigError(`${source} must be a host name or address, got ${JSON.stringify(text)}`)
   return text
 }
 
@@ -194,7 +196,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
 
   const hostText = pickText('--host', 'HOST')
   const portText = pickText('--port', 'PORT')
-  const host = hostText === undefined ? DEFAULT_HOST : parseHost(hostText.source, hostText.text)
+  const host = hostText === undefined ? DEFAULT_HOST : parseListenHost(hostText.source, hostText.text)
   const port = portText === undefined ? DEFAULT_PORT : parsePort(portText.source, portText.text)
   const hostsText = pickText('--allowed-hosts', 'TOWER_ALLOWED_HOSTS')
   const tokenText = pickText('--token', 'TOWER_TOKEN')

@@ -1,7 +1,8 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import type { SseStats } from '../registry'
+import { backoffDelayMs, type RandomSource } from '../client/index'
+import type { SseStats } from '../index'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
 export interface InstanceStats {
@@ -18,6 +19,9 @@ export interface InstanceStats {
 }
 
 const TTL_MS = 3000
+/** Reconnects to Redis back off from 200 ms to 2 s: a report a second only needs it back soon. */
+const RECONNECT_BASE_MS = 200
+const RECONNECT_CAP_MS = 2000
 
 const COUNTS = ['pid', 'current', 'peak', 'accepted', 'rejected', 'seenAt'] as const
 
@@ -51,10 +55,10 @@ export class InstanceBoard {
   private readonly redis: Redis
   private readonly setKey: string
 
-  constructor (url: string, private readonly key: string, private readonly read: () => SseStats) {
+  constructor (url: string, private readonly key: string, private readonly read: () => SseStats, random: RandomSource) {
     const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
     // No offline queue: while Redis is down a report fails at once and the next one tries again.
-    this.redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => Math.round(Math.random() * Math.min(2000, 100 * 2 ** Math.min(n, 10))) })
+    this.redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => backoffDelayMs(n, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS) })
     this.redis.on('error', () => {})
     this.setKey = `${key}:instances`
   }

@@ -1,6 +1,6 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
-import { isValidTopic } from '../subscription'
-import { NotifyValidationError } from '../errors'
+import { isValidTopic } from '../index'
+import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'
 
 /** What a producer (editor extension, CLI, CI hook) posts to POST /api/notify. */

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { isIPv6 } from 'node:net'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { TowerCrossSiteError, TowerHostNotAllowedError, TowerTokenRequiredError } from '../errors'
+import { TowerCrossSiteError, TowerHostNotAllowedError, TowerTokenRequiredError } from './errors'
 
 /** Always answered: a page can only reach these names from this machine. */
 export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze(['localhost', '*.localhost', '127.0.0.1', '[::1]'])

@@ -1,6 +1,7 @@
 import type { FastifyPluginCallback } from 'fastify'
 import { StatsWindow, type WindowSnapshot } from './stats-window'
-import type { SseStats } from '../registry'
+import type { SseStats } from '../index'
+import type { RandomSource } from '../client/index'
 import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
 
@@ -11,6 +12,8 @@ export interface StatsRouteOptions {
   /** The Redis the bus uses: instances report to it once a second. */
   redis?: string
   redisKey: string
+  /** The reconnect backoff's random source (the plugin's `random`). */
+  random: RandomSource
 }
 
 const SAMPLE_EVERY_MS = 1000
@@ -21,7 +24,7 @@ const SAMPLE_EVERY_MS = 1000
  */
 export const statsRoute: FastifyPluginCallback<StatsRouteOptions> = (fastify, options, done) => {
   const recent = new StatsWindow(() => fastify.sse.stats())
-  const board = options.redis === undefined ? null : new InstanceBoard(options.redis, options.redisKey, () => fastify.sse.stats())
+  const board = options.redis === undefined ? null : new InstanceBoard(options.redis, options.redisKey, () => fastify.sse.stats(), options.random)
   const timer = setInterval(() => {
     recent.sample()
     board?.report().catch(() => undefined)

@@ -1,5 +1,5 @@
-import type { SseStats } from '../registry'
-import { StatsWindowError } from '../errors'
+import type { SseStats } from '../index'
+import { StatsWindowError } from './errors'
 
 /** Connects (streams admitted) and rejects (refusals) in one sampled second. */
 export interface SecondSample {

@@ -1,14 +1,14 @@
 import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import type { ActivityLog, AdmissionGauges } from './activity-log'
-import { STREAM_HEADERS } from './subscriber'
-import { endAndClose, openUntilClose } from './close-first'
-import { encodeEvent, encodeRetry } from './encoder'
-import { REFUSAL_CODES } from './errors'
-import { jitter } from './jitter'
-import type { NormalizedOptions } from './options'
-import type { SseRegistry } from './registry'
+import { STREAM_HEADERS } from '../subscriber'
+import { endAndClose, openUntilClose } from '../close-first'
+import { encodeEvent, encodeRetry } from '../encoder'
+import { jitter } from '../jitter'
+import { isPipelinedBehind } from '../platform'
+import type { NormalizedOptions } from '../options'
+import { REFUSALS, type AdmissionGauges, type RefusalReason } from '../outcomes'
+import type { StreamStats } from '../stats'
 import { StormMeter } from './storm-meter'
 import { Tarpit } from './tarpit'
 import { TokenBucket } from './token-bucket'
@@ -16,15 +16,11 @@ import { TokenBucket } from './token-bucket'
 /** Requests a connection may pipeline behind its stream (each costs ~1.6 KiB) before it is closed. */
 export const MAX_PIPELINED_BEHIND_STREAM = 32
 
-export type RefusalReason = 'capacity' | 'perKey' | 'pressure' | 'rate' | 'closing' | 'pipelined'
-
-const MESSAGES: Record<RefusalReason, (capacity: number, perKey: number) => string> = {
-  capacity: (capacity) => `all ${capacity} event streams are in use`,
-  perKey: (_capacity, perKey) => `this client already holds ${perKey} event streams`,
-  pressure: () => 'the server is under pressure',
-  rate: () => 'too many new event streams per second',
-  closing: () => 'the server is shutting down',
-  pipelined: () => 'an event stream needs a connection of its own; this request was pipelined behind another'
+/** What admission needs of the registry: whether there is room, and how many streams a key holds. */
+export interface Occupancy {
+  readonly capacity: number
+  readonly hasRoom: boolean
+  countForKey: (key: string) => number
 }
 
 /**
@@ -46,8 +42,8 @@ export class Admission {
 
   constructor (
     private readonly fastify: FastifyInstance,
-    private readonly registry: SseRegistry,
-    private readonly activity: ActivityLog,
+    private readonly streams: Occupancy,
+    private readonly stats: StreamStats,
     private readonly options: NormalizedOptions
   ) {
     const maxLevel = Math.ceil(Math.log2(options.maxRetryAfterSeconds / options.retryAfterSeconds))
@@ -56,18 +52,18 @@ export class Admission {
     this.bucket = options.maxConnectsPerSecond > 0
       ? new TokenBucket(options.maxConnectsPerSecond, options.connectBurst || options.maxConnectsPerSecond, Date.now())
       : null
-    const entries = Object.entries(MESSAGES).map(([reason, message]) =>
-      [reason, JSON.stringify(`tower-sse: ${message(registry.capacity, options.maxClientsPerKey)}`)])
+    const limits = { capacity: streams.capacity, perKey: options.maxClientsPerKey }
+    const entries = Object.entries(REFUSALS).map(([reason, { message }]) =>
+      [reason, JSON.stringify(`tower-sse: ${message(limits)}`)])
     this.messages = Object.fromEntries(entries) as Record<RefusalReason, string>
   }
 
   readonly onRequest: onRequestHookHandler = (request: FastifyRequest, reply: FastifyReply, done) => {
     const key = this.options.keyFn(request)
-    this.activity.attempt(key)
-    // Node parses pipelined requests at once but attaches only the first response to the socket;
-    // the others wait behind it and never see the socket close. A stream no client can read must
-    // not take a slot.
-    if (reply.raw.socket === null) {
+    this.stats.attempt(key)
+    // A request waiting behind another response never sees its socket close: a stream no client
+    // can read must not take a slot.
+    if (isPipelinedBehind(reply.raw)) {
       this.refusePipelined(request, reply)
       return
     }
@@ -121,14 +117,14 @@ export class Admission {
    */
   readonly refuseClosing = (res: ServerResponse): void => {
     this.storm.recordRefusal(Date.now())
-    this.activity.refused('closing')
+    this.stats.refused('closing')
     this.send(res, 'closing')
   }
 
   private refusalReason (key: string, consumeToken: boolean): RefusalReason | null {
     if (this.closing) return 'closing'
-    if (this.options.maxClientsPerKey > 0 && this.registry.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
-    if (!this.registry.hasRoom) return 'capacity'
+    if (this.options.maxClientsPerKey > 0 && this.streams.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
+    if (!this.streams.hasRoom) return 'capacity'
     if (this.isUnderPressure()) return 'pressure'
     if (consumeToken && this.bucket !== null && !this.bucket.take(Date.now())) return 'rate'
     return null
@@ -143,7 +139,7 @@ export class Admission {
    * memory per request, so the MAX_PIPELINED_BEHIND_STREAM-th closes it, stream included.
    */
   private refusePipelined (request: FastifyRequest, reply: FastifyReply): void {
-    this.activity.refused('pipelined')
+    this.stats.refused('pipelined')
     const socket = request.raw.socket
     const behind = this.pipelinedBehindStream.get(socket)
     if (behind === undefined) {
@@ -158,12 +154,12 @@ export class Admission {
   private refuse (reply: FastifyReply, reason: RefusalReason): void {
     const now = Date.now()
     this.storm.recordRefusal(now)
-    this.activity.refused(reason)
+    this.stats.refused(reason)
     const answer = (): void => this.answer(reply, reason)
     if (reason !== 'closing' && this.options.tarpitMs > 0 && this.storm.isStorm(now)) {
       const holdMs = jitter(this.options.tarpitMs, this.options.tarpitJitterMs, this.options.random, 1)
       if (this.tarpit.hold(reply, holdMs, answer)) {
-        this.activity.count('tarpitted')
+        this.stats.tarpitted()
         return
       }
     }
@@ -192,18 +188,18 @@ export class Admission {
       // a 503 would make the browser give up for good. The `refused` event lets a client that
       // knows it (tower-sse/client) tell this from an expiry.
       const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
-      const refused = encodeEvent({ event: 'refused', data: { code: REFUSAL_CODES[reason], reason, retryAfterSeconds: seconds } })
+      const refused = encodeEvent({ event: 'refused', data: { code: REFUSALS[reason].code, reason, retryAfterSeconds: seconds } })
       openUntilClose(res, 200, STREAM_HEADERS)
       endAndClose(res, Buffer.concat([encodeRetry(retryMs), refused]))
       return
     }
-    const status = reason === 'perKey' ? 429 : 503
+    const { status, code } = REFUSALS[reason]
     openUntilClose(res, status, {
       'retry-after': String(seconds),
       'cache-control': 'no-store',
       'content-type': 'application/json; charset=utf-8'
     })
-    endAndClose(res, `{"statusCode":${status},"code":"${REFUSAL_CODES[reason]}","error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
+    endAndClose(res, `{"statusCode":${status},"code":"${code}","error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
       `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
   }
 

@@ -1,0 +1,95 @@
+import type { BusStats } from './bus/bus'
+
+/**
+ * The vocabulary: every refusal reason, close cause and resume outcome, once. Counters, the log
+ * line, the metrics' labels and the refusal codes are all derived from these tables, so a new
+ * reason is one row here (plus the check in admission that decides it). A leaf: it imports types only.
+ */
+
+/** Why admission refused a stream request: its error code, status and the message's text. */
+export const REFUSALS = {
+  capacity: { code: 'TOWER_SSE_CAPACITY', status: 503, message: (l: RefusalLimits) => `all ${l.capacity} event streams are in use` },
+  perKey: { code: 'TOWER_SSE_PER_KEY', status: 429, message: (l: RefusalLimits) => `this client already holds ${l.perKey} event streams` },
+  pressure: { code: 'TOWER_SSE_PRESSURE', status: 503, message: () => 'the server is under pressure' },
+  rate: { code: 'TOWER_SSE_RATE', status: 503, message: () => 'too many new event streams per second' },
+  closing: { code: 'TOWER_SSE_CLOSING', status: 503, message: () => 'the server is shutting down' },
+  pipelined: {
+    code: 'TOWER_SSE_PIPELINED',
+    status: 503,
+    message: () => 'an event stream needs a connection of its own; this request was pipelined behind another'
+  }
+} as const
+
+/** What a refusal message may name. */
+export interface RefusalLimits {
+  capacity: number
+  perKey: number
+}
+
+export type RefusalReason = keyof typeof REFUSALS
+export const REFUSAL_REASONS = Object.keys(REFUSALS) as RefusalReason[]
+
+/** How a stream ended (stats() field → the `cause` label of tower_sse_disconnects_total). */
+export const CLOSE_CAUSES = {
+  disconnected: 'client',
+  expired: 'expired',
+  deadSwept: 'swept',
+  dropped: 'dropped',
+  shutdown: 'shutdown'
+} as const
+export type CloseReason = keyof typeof CLOSE_CAUSES
+export const CLOSE_REASONS = Object.keys(CLOSE_CAUSES) as CloseReason[]
+
+/** How an admitted stream started: resumed from history, told to resync, or with no Last-Event-ID. */
+export const RESUME_OUTCOMES = ['replayed', 'resync', 'fresh'] as const
+export type ResumeOutcome = typeof RESUME_OUTCOMES[number]
+
+/** What happens to streams, counted both since start and in the current log window. */
+export const ACTIVITY_KINDS = ['accepted', 'rejected', 'tarpitted', ...CLOSE_REASONS] as const
+export type ActivityKind = 'accepted' | 'rejected' | 'tarpitted' | CloseReason
+export type ActivityCounts = Record<ActivityKind, number>
+
+/** What admission holds now: refusals in the tarpit and the storm's widening level (delays × 2^level). */
+export interface AdmissionGauges {
+  refusalsHeld: number
+  stormLevel: number
+}
+
+/** What the registry holds now (read when stats() is asked, never counted). */
+export interface StreamGauges {
+  current: number
+  capacity: number
+  historyEvents: number
+  historyBytes: number
+  /** Frame bytes queued on the streams still open. */
+  openStreamBytes: number
+  bus: BusStats
+}
+
+export interface SseStats extends ActivityCounts, AdmissionGauges {
+  current: number
+  peak: number
+  capacity: number
+  /** Events fanned out to streams here: this instance's broadcasts and, with a shared bus, every instance's. */
+  events: number
+  /** How many of them the local ring still holds for replay, and their bytes. */
+  historyEvents: number
+  historyBytes: number
+  /** `rejected`, by reason. */
+  refusals: Record<RefusalReason, number>
+  /** `accepted`, by how the stream started. */
+  resumes: Record<ResumeOutcome, number>
+  /** Events sent from history to resuming clients. */
+  replayedEvents: number
+  /** broadcast() calls made here that published an event. */
+  broadcasts: number
+  /** Frame bytes queued on streams (retry, events, heartbeats, replays; not headers, not refusals). */
+  bytesSent: number
+  /** The bus: memory or redis, up or down, history reads made for resumes, delivery lag. */
+  bus: BusStats
+}
+
+/** A record with a zero for each name. */
+export function zeros<K extends string> (names: readonly K[]): Record<K, number> {
+  return Object.fromEntries(names.map((name) => [name, 0])) as Record<K, number>
+}

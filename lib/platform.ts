@@ -1,0 +1,77 @@
+import type { ServerResponse } from 'node:http'
+import type { Http2ServerResponse } from 'node:http2'
+import type { FastifyInstance } from 'fastify'
+
+/**
+ * Every Fastify or Node internal tower-sse relies on, behind one door. Each is pinned by
+ * test/platform.test.ts, so an upgrade that moves one fails there, loudly, rather than quietly
+ * turning a guard off.
+ */
+
+/** What the instance (or the root it inherits from) keeps under `Symbol(description)`. */
+function fastifyInternal<T> (fastify: FastifyInstance, description: string): T | undefined {
+  for (let proto: object | null = fastify; proto !== null; proto = Object.getPrototypeOf(proto)) {
+    const symbol = Object.getOwnPropertySymbols(proto).find((s) => s.description === description)
+    if (symbol !== undefined) return (proto as Record<symbol, T>)[symbol]
+  }
+  return undefined
+}
+
+/**
+ * Fastify's closing flag: once `close()` starts, Fastify's router answers every request itself
+ * (`return503OnClosing`) before any route hook runs. It lives under the instance's
+ * `Symbol('fastify.state')` (Fastify 4 and 5); undefined when this Fastify keeps it elsewhere.
+ */
+export function fastifyState (fastify: FastifyInstance): { closing?: boolean } | undefined {
+  return fastifyInternal(fastify, 'fastify.state')
+}
+
+/**
+ * Whether Fastify answers requests itself while closing: its `return503OnClosing` option, which
+ * `initialConfig` does not carry; the options live under `Symbol('fastify.options')`.
+ */
+export function answers503OnClosing (fastify: FastifyInstance): boolean {
+  return fastifyInternal<{ return503OnClosing?: boolean }>(fastify, 'fastify.options')?.return503OnClosing !== false
+}
+
+/**
+ * Whether this request waits behind another response on its connection. Node's HTTP/1 server
+ * parses pipelined requests at once but attaches only the first response to the socket; the
+ * others have `res.socket === null` until their turn and never see the socket close.
+ */
+export function isPipelinedBehind (res: ServerResponse): boolean {
+  return res.socket === null
+}
+
+/** Whether `res` is one stream of an HTTP/2 session (Node's compatibility layer) rather than HTTP/1. */
+export function isHttp2 (res: ServerResponse): boolean {
+  return res.req.httpVersionMajor >= 2
+}
+
+/** The HTTP/2 stream behind a compatibility-layer response. */
+function streamOf (res: ServerResponse): Http2ServerResponse['stream'] {
+  return (res as unknown as Http2ServerResponse).stream
+}
+
+/**
+ * Whether the response's own buffer is past its high-water mark. Under HTTP/2 the compatibility
+ * response has no `writableNeedDrain`; its stream does.
+ */
+export function needsDrain (res: ServerResponse): boolean {
+  return isHttp2(res) ? streamOf(res).writableNeedDrain : res.writableNeedDrain
+}
+
+/**
+ * Bytes handed to the transport but not sent yet, below the response's own buffer. A write that
+ * is under way shrinks `writableLength` only when it completes as a whole, so a reader taking a
+ * burst slowly shows its progress only here. HTTP/1: the socket handle's queue. HTTP/2: this
+ * stream's queue (`bufferSize` less `writableLength`) — `res.socket._handle` there is the whole
+ * session's socket, which another stream's progress would move.
+ */
+export function unsentBytes (res: ServerResponse): number {
+  if (isHttp2(res)) {
+    const stream = streamOf(res)
+    return stream.bufferSize - stream.writableLength
+  }
+  return (res.socket as { _handle?: { writeQueueSize?: number } } | null)?._handle?.writeQueueSize ?? 0
+}

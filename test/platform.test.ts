@@ -1,0 +1,106 @@
+/**
+ * Pins each Fastify/Node internal lib/platform.ts reads, on the real thing: an upgrade that moves
+ * one fails here, by name, instead of silently turning off the guard built on it.
+ */
+import http from 'node:http'
+import http2 from 'node:http2'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import Fastify from 'fastify'
+import { answers503OnClosing, fastifyState, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform'
+import { listenOnLoopback } from './fixtures/loopback-server'
+import { rawExchange } from './fixtures/raw-http'
+import { waitFor } from './fixtures/sse-connection'
+
+t.test('Fastify keeps its closing flag under Symbol(fastify.state): false before close(), true once close() starts', async (t) => {
+  const app = Fastify({ logger: false })
+  await app.ready()
+  const state = fastifyState(app)
+  t.equal(state?.closing, false, 'found, and not closing')
+  let duringClose: boolean | undefined
+  app.addHook('preClose', async () => { duringClose = fastifyState(app)?.closing })
+  await app.close()
+  t.equal(duringClose, true, 'closing while preClose hooks run')
+})
+
+t.test('Fastify keeps return503OnClosing under Symbol(fastify.options), default on', async (t) => {
+  t.equal(answers503OnClosing(Fastify()), true, 'default: Fastify answers 503 itself')
+  t.equal(answers503OnClosing(Fastify({ return503OnClosing: true })), true)
+  t.equal(answers503OnClosing(Fastify({ return503OnClosing: false })), false, 'off: routes answer during close')
+  const child = Fastify({ return503OnClosing: false })
+  let inPlugin: boolean | undefined
+  await child.register(async (scope) => { inPlugin = answers503OnClosing(scope) })
+  t.equal(inPlugin, false, 'read the same from an encapsulated plugin')
+})
+
+t.test('Node HTTP/1: a request pipelined behind another has no socket until its turn', async (t) => {
+  const seen: Array<{ url: string | undefined, behind: boolean, h2: boolean }> = []
+  const server = http.createServer((req, res) => {
+    seen.push({ url: req.url, behind: isPipelinedBehind(res), h2: isHttp2(res) })
+    // The first is held open (like a stream), so the second stays behind it.
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  const exchange = rawExchange(port, 'GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.teardown(() => exchange.socket.destroy())
+  await waitFor('both requests parsed', () => seen.length === 2)
+  t.same(seen, [{ url: '/first', behind: false, h2: false }, { url: '/second', behind: true, h2: false }])
+})
+
+t.test('Node HTTP/1: bytes a stalled reader has not taken wait in the socket handle\'s writeQueueSize', async (t) => {
+  let response: http.ServerResponse | undefined
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200)
+    res.write('first')
+    response = res
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  const exchange = rawExchange(port, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.teardown(() => exchange.socket.destroy())
+  await waitFor('the response', () => response !== undefined && exchange.text().length > 0)
+  exchange.socket.pause()
+  const res = response as http.ServerResponse
+  t.equal(unsentBytes(res), 0, 'nothing waiting yet')
+  t.equal(needsDrain(res), false)
+  // More than loopback's kernel buffers take: the rest waits in the handle's queue (once the
+  // response uncorks its socket, a tick later).
+  res.write(Buffer.alloc(64 * 1024 * 1024))
+  await waitFor('bytes in the socket handle\'s queue', () => unsentBytes(res) > 0)
+  t.ok(unsentBytes(res) < 64 * 1024 * 1024, `${unsentBytes(res)} bytes in the handle's queue, the kernel holds the rest`)
+  t.equal(needsDrain(res), true, 'and the response is past its high-water mark')
+})
+
+t.test('Node HTTP/2: each stream has its own buffer and queue; the compatibility response reports the stream', async (t) => {
+  const responses: http2.Http2ServerResponse[] = []
+  const server = http2.createServer((_req, res) => {
+    res.writeHead(200)
+    responses.push(res)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  // A 1 KiB stream window: a stream whose reader does not read takes almost nothing.
+  const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { settings: { initialWindowSize: 1024 } })
+  session.on('error', () => {})
+  t.teardown(() => session.destroy())
+  const stalled = session.request({ ':path': '/stalled' })
+  stalled.pause()
+  let liveBytes = 0
+  const live = session.request({ ':path': '/live' })
+  live.on('data', (chunk: Buffer) => { liveBytes += chunk.length })
+  await waitFor('both streams on the server', () => responses.length === 2)
+  const [onStalled, onLive] = responses.map((res) => res as unknown as http.ServerResponse)
+  t.same([isHttp2(onStalled), isHttp2(onLive)], [true, true])
+  t.equal(isPipelinedBehind(onLive), false, 'an HTTP/2 response has its (proxy) socket')
+  const chunk = Buffer.alloc(4096)
+  for (let i = 0; i < 20; i++) {
+    onStalled.write(chunk)
+    onLive.write(chunk)
+  }
+  await waitFor('the live stream to read all it was sent', () => liveBytes === 20 * 4096)
+  t.equal(needsDrain(onStalled), true, 'the stalled stream is past its high-water mark')
+  t.ok(unsentBytes(onStalled) > 0, `the stalled stream has ${unsentBytes(onStalled)} bytes in its own queue`)
+  t.equal(needsDrain(onLive), false, 'the live one on the same session is not')
+  t.equal(unsentBytes(onLive), 0)
+  t.equal(onStalled.writableNeedDrain, undefined, 'Node\'s compatibility response itself has no writableNeedDrain (why needsDrain asks the stream)')
+})
