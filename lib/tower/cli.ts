@@ -5,6 +5,7 @@ import { buildTower } from './app'
 import { runPrimary } from './cluster'
 import { describeLimits, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
+import { redactRedisUrl } from '../bus/redis-connection'
 
 // close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose
 // hooks; past drainMs plus this, a close that hangs is cut short.
@@ -56,6 +57,8 @@ async function main (): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs
   })
   const limits = describeLimits(config.limits)
+  // The URL may carry passwords; the start-up line shows where, never them.
+  const bus = typeof config.sse.redis === 'string' ? `bus ${redactRedisUrl(config.sse.redis)}` : 'bus memory'
   const guard = `hosts ${[...new Set([...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts])].join(' ')}, ` +
     `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}`
   try {
@@ -63,7 +66,7 @@ async function main (): Promise<void> {
       host: config.host,
       port: config.port,
       // Fastify's own "listening" log line, made the one start-up line with the limits in force.
-      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${guard}; ${limits}`
+      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${bus}; ${guard}; ${limits}`
     })
   } catch (err) {
     fail(listenFailure(err as NodeJS.ErrnoException, config))

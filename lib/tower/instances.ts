@@ -2,6 +2,7 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { SseStats } from '../registry'
+import { createRedisConnection } from '../bus/redis-connection'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
 export interface InstanceStats {
@@ -52,10 +53,8 @@ export class InstanceBoard {
   private readonly setKey: string
 
   constructor (url: string, private readonly key: string, private readonly read: () => SseStats) {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
     // No offline queue: while Redis is down a report fails at once and the next one tries again.
-    this.redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => Math.round(Math.random() * Math.min(2000, 100 * 2 ** Math.min(n, 10))) })
+    this.redis = createRedisConnection(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => Math.round(Math.random() * Math.min(2000, 100 * 2 ** Math.min(n, 10))) })
     this.redis.on('error', () => {})
     this.setKey = `${key}:instances`
   }
