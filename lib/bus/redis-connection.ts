@@ -42,12 +42,9 @@ const MAX_DB = 1_000_000
 const MASTER_NAME = /^[A-Za-z0-9._:-]{1,100}$/
 const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/
 
-/** The URL as it may be shown in a log line or an error: the userinfo's password replaced. */
+/** The URL as it may be shown in a log line or an error: no userinfo, no sentinelPassword. */
 export function redactRedisUrl (url: string): string {
-  return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/i, (_, scheme: string, userinfo: string) => {
-    const colon = userinfo.indexOf(':')
-    return `${scheme}${colon === -1 ? '***' : `${userinfo.slice(0, colon)}:***`}@`
-  }).replace(/([?&]sentinelPassword=)[^&]*/g, '$1***')
+  return url.replace(/\/\/[^@/]*@/, '//***@').replace(/([?&]sentinelPassword=)[^&]*/g, '$1***')
 }
 
 function decode (what: string, text: string): string {

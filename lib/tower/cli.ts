@@ -32,8 +32,9 @@ function closeOnSignal (app: FastifyInstance, drainMs: number): void {
     setTimeout(() => fail(`close did not finish within ${deadlineMs} ms after ${signal}; exiting`), deadlineMs).unref()
     const open = app.sse.size
     app.log.info(`tower: ${signal}: ending ${open} open stream${open === 1 ? '' : 's'} and stopping`)
-    // Nothing else holds the event loop once closed, so the process then exits with code 0.
-    app.close().catch((err: Error) => fail(`close failed: ${err.message}`))
+    // Nothing else holds the event loop once closed, so the process then exits with code 0 —
+    // but a worker's IPC channel to the cluster primary does: let it go once the close is done.
+    app.close().then(() => { if (cluster.isWorker) process.disconnect() }, (err: Error) => fail(`close failed: ${err.message}`))
   }
   // once: a second Ctrl-C gets Node's default handling and ends the process at once.
   process.once('SIGINT', onSignal)
