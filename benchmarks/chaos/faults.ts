@@ -9,6 +9,11 @@ export interface FaultContext {
   /** The bus's Redis key prefix (Tower's --redis-key). */
   key: string
   log: (line: string) => void
+  /**
+   * Stops the second instance / starts a fresh one on its port: its clients, away while the data
+   * is lost, come back with a Last-Event-ID from before the loss — the resume that must not skip it.
+   */
+  instanceB: { stop: () => void, start: () => Promise<void> }
 }
 
 export interface Fault {
@@ -21,6 +26,8 @@ export interface Fault {
   losesData: boolean
   stall: boolean
   failover: boolean
+  /** The fault stops the second instance and starts it again (its clients' reconnects are not drops). */
+  restartsB: boolean
   /** Runs the fault and starts its recovery; resolves when the fault is over (recovery may still be under way). */
   inject: (ctx: FaultContext) => Promise<void>
 }
@@ -80,7 +87,7 @@ async function pauseReplica (topology: SentinelTopology, ms: number): Promise<vo
 /** The issue's faults, one row each, in the order of the table. */
 export function faults (t: FaultTimes): Fault[] {
   const single = (options: NodeOptions = {}): Fault['setup'] => ({ kind: 'node', options })
-  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false }
+  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false, restartsB: false }
   return [
     { ...plain, name: 'stall-20', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 20/s`, perSec: 20, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
     { ...plain, name: 'stall-200', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 200/s`, perSec: 200, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
@@ -101,10 +108,13 @@ export function faults (t: FaultTimes): Fault[] {
       setup: { kind: 'sentinel' },
       losesData: true,
       failover: true,
+      restartsB: true,
       inject: async (ctx) => {
+        ctx.instanceB.stop()
         await pauseReplica(sentinel(ctx), t.writeWindowMs + 500)
         await sleep(t.writeWindowMs)
         await killPrimaryAndFailOver(sentinel(ctx), t, ctx.log)
+        await ctx.instanceB.start()
       }
     },
     {
@@ -114,11 +124,14 @@ export function faults (t: FaultTimes): Fault[] {
       perSec: 20,
       setup: single({ persistence: 'rdb' }),
       losesData: true,
+      restartsB: true,
       inject: async (ctx) => {
         await node(ctx).command('SAVE')
+        ctx.instanceB.stop()
         await sleep(t.writeWindowMs)
         await node(ctx).kill()
         await node(ctx).restart()
+        await ctx.instanceB.start()
       }
     },
     {
@@ -129,9 +142,13 @@ export function faults (t: FaultTimes): Fault[] {
       setup: single({ persistence: 'aof' }),
       // appendfsync everysec may lose up to a second of acknowledged writes.
       losesData: true,
+      restartsB: true,
       inject: async (ctx) => {
+        ctx.instanceB.stop()
+        await sleep(t.writeWindowMs)
         await node(ctx).kill()
         await node(ctx).restart()
+        await ctx.instanceB.start()
       }
     },
     {
@@ -182,8 +199,10 @@ export function faults (t: FaultTimes): Fault[] {
       setup: { kind: 'sentinel' },
       losesData: true,
       failover: true,
+      restartsB: true,
       inject: async (ctx) => {
         const topology = sentinel(ctx)
+        ctx.instanceB.stop()
         await pauseReplica(topology, t.writeWindowMs + 500)
         // An entry stamped a minute ahead (a primary whose clock ran fast), shaped like the last one.
         const primary = topology.node(await topology.primaryPort())
@@ -198,6 +217,7 @@ export function faults (t: FaultTimes): Fault[] {
         await primary.command('XADD', stream, `${Date.now() + 60_000}-0`, ...fields)
         await sleep(t.writeWindowMs)
         await killPrimaryAndFailOver(topology, t, ctx.log)
+        await ctx.instanceB.start()
       }
     }
   ]

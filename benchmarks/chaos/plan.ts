@@ -13,14 +13,14 @@ export interface ChaosPlan {
 
 export const FULL_PLAN: Readonly<ChaosPlan> = Object.freeze({
   name: 'full',
-  times: { stallMs: 15_000, instanceStopMs: 3000, writeWindowMs: 1500, failoverTimeoutMs: 20_000 },
+  times: { stallMs: 15_000, instanceStopMs: 5000, writeWindowMs: 1500, failoverTimeoutMs: 20_000 },
   row: { clientsPerInstance: 50, beforeMs: 2000, afterMs: 4000, drainMs: 2000, notifyTimeoutMs: 3000, maxInFlight: 1000, statsEveryMs: 250 },
   only: []
 })
 
 export const QUICK_PLAN: Readonly<ChaosPlan> = Object.freeze({
   name: 'quick',
-  times: { stallMs: 4000, instanceStopMs: 3000, writeWindowMs: 1000, failoverTimeoutMs: 20_000 },
+  times: { stallMs: 4000, instanceStopMs: 5000, writeWindowMs: 1000, failoverTimeoutMs: 20_000 },
   row: { clientsPerInstance: 10, beforeMs: 1500, afterMs: 3000, drainMs: 1500, notifyTimeoutMs: 3000, maxInFlight: 1000, statsEveryMs: 250 },
   only: []
 })

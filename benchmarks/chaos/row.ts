@@ -1,6 +1,6 @@
 import { RedisNode, SentinelTopology } from '../../test/fixtures/redis-topology'
 import { Population } from '../cluster/population'
-import { sleep } from '../cluster/processes'
+import { sleep, waitFor } from '../cluster/processes'
 import { readStats } from '../cluster/stats'
 import { TowerProcess } from '../cluster/tower'
 import type { Fault, FaultContext } from './faults'
@@ -34,9 +34,8 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
   const towers: TowerProcess[] = []
   const populations: Population[] = []
   try {
-    for (let i = 0; i < 2; i++) {
-      towers.push(await TowerProcess.start({ cli: plan.cli, workers: 1, redisUrl: url, flags: ['--redis-key', KEY, '--max-clients', String(plan.clientsPerInstance * 2)] }))
-    }
+    const towerOptions = { cli: plan.cli, workers: 1, redisUrl: url, flags: ['--redis-key', KEY, '--max-clients', String(plan.clientsPerInstance * 2)] }
+    for (let i = 0; i < 2; i++) towers.push(await TowerProcess.start(towerOptions))
     for (const tower of towers) {
       const population = Population.spawn(plan.clientsPerInstance, plan.clientsPerInstance, 0)
       populations.push(population)
@@ -44,7 +43,19 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
       if (opened.client.open !== plan.clientsPerInstance) throw new Error(`only ${opened.client.open} of ${plan.clientsPerInstance} clients opened on port ${tower.port}`)
     }
     await Promise.all(populations.map((p) => p.mark()))
-    const ctx: FaultContext = { redis, towers: [towers[0], towers[1]], key: KEY, log }
+    const ctx: FaultContext = {
+      redis,
+      towers: [towers[0], towers[1]],
+      key: KEY,
+      log,
+      instanceB: {
+        stop: () => towers[1].stop(),
+        start: async () => {
+          towers[1] = await TowerProcess.start(towerOptions, towers[1].port)
+          ctx.towers[1] = towers[1]
+        }
+      }
+    }
 
     const samples: Array<{ at: number, state: string }> = []
     let polling = true
@@ -78,6 +89,11 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
     }, records)
     const { nextSeq, skipped } = posted
     await injected
+    if (fault.restartsB) {
+      // Its clients come back on their own backoff (the server's retry: plus jitter): account for them once they have.
+      await waitFor('the restarted instance\'s clients back', async () =>
+        (await readStats(towers[1].port, 1000).catch(() => ({ current: -1 }))).current === plan.clientsPerInstance, 30_000, 250)
+    }
     await sleep(plan.drainMs)
     polling = false
     await poll
@@ -107,7 +123,8 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
       late: sum((k) => k.account.totals.unexpected),
       resyncs: resyncSummary([...pairs]),
       notifyDuringFault: answerTimes(records, faultStart, faultEnd + plan.afterMs),
-      streamsDropped: sum((k) => k.reopens.length),
+      // The clients of an instance the fault restarted reconnect by design: not drops.
+      streamsDropped: kind.reduce((total, k, i) => total + (i === 1 && fault.restartsB ? 0 : k.reopens.length), 0),
       publishAgainMs: publishAgainMs(records),
       bus: busStates(samples, faultStart),
       faultMs: faultEnd - faultStart,
