@@ -87,19 +87,25 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
       firstSeq, perSec: fault.perSec, durationMs: 600_000, timeoutMs: plan.notifyTimeoutMs, maxInFlight: plan.maxInFlight, bodyBytes: fault.bodyBytes,
       until: () => faultEnd !== 0 && Date.now() >= faultEnd + plan.afterMs
     }, records)
-    const { nextSeq, skipped } = posted
+    const { skipped } = posted
     await injected
-    if (fault.restartsB) {
-      // Its clients come back on their own backoff (the server's retry: plus jitter): account for them once they have.
-      await waitFor('the restarted instance\'s clients back', async () =>
-        (await readStats(towers[1].port, 1000).catch(() => ({ current: -1 }))).current === plan.clientsPerInstance, 30_000, 250)
+    await sleep(plan.drainMs)
+    // A stream dropped (or an instance restarted) comes back on the client's backoff (the server's
+    // retry: plus jitter): account once every client is back and its resume has landed, so a drop
+    // shows as a reconnect and its replay or resync, not as a loss.
+    for (const tower of towers) {
+      await waitFor(`every client back on port ${tower.port}`, async () =>
+        (await readStats(tower.port, 1000).catch(() => ({ current: -1 }))).current === plan.clientsPerInstance, 30_000, 250)
     }
+    // One last event after every client is back: a resync received after the last notify would
+    // otherwise have no event after it to say how far it covers.
+    const last = await postAtRate(towers[0].port, { firstSeq: posted.nextSeq, perSec: 10, durationMs: 100, timeoutMs: plan.notifyTimeoutMs, maxInFlight: 1, bodyBytes: 0 }, records)
     await sleep(plan.drainMs)
     polling = false
     await poll
 
     const postLog = postLogOf(records)
-    const phases = await Promise.all(populations.map((p) => p.phase(postLog, firstSeq, nextSeq - 1)))
+    const phases = await Promise.all(populations.map((p) => p.phase(postLog, firstSeq, last.nextSeq - 1)))
     const kind = phases.map((phase) => phase.client)
     const sum = (pick: (k: typeof kind[number]) => number): number => kind.reduce((total, k) => total + pick(k), 0)
     const pairs = new Map<number, number>()
