@@ -50,7 +50,7 @@ t.test('answer times, time to publish again, bus states and resyncs per client',
 const clean: ChaosRow = {
   fault: 'x', title: 'x', perSec: 20, clients: 10, posted: 100, acknowledged: 100, refused: 0, timedOut: 0, skipped: 0,
   lostSilently: 0, coveredByResync: 0, duplicated: 0, outOfOrder: 0, late: 0, resyncs: { max: 0, mean: 0 },
-  notifyDuringFault: { count: 50, p99Ms: 900, maxMs: 1500 }, streamsDropped: 0, publishAgainMs: 0,
+  notifyDuringFault: { count: 50, p99Ms: 900, maxMs: 1500 }, clientsAway: 0, streamsDropped: 0, publishAgainMs: 0,
   bus: { states: ['up'], leftUpAfterMs: null }, faultMs: 1000, losesData: false, stall: false, failover: false
 }
 
@@ -75,13 +75,15 @@ t.test('each target is judged on its own column', async (t) => {
   const md = chaosMarkdown({
     plan: QUICK_PLAN, finishedAt: 'now', durationS: 1, failures: ['clock-ahead: boom'],
     machine: { cpus: 2, loadBefore: [1, 2, 3], loadAfter: [4, 5, 6], description: 'here' },
-    rows: [withVerdicts(clean), withVerdicts({ ...clean, title: 'bad', late: 2 })]
+    rows: [withVerdicts(clean), withVerdicts({ ...clean, title: 'bad', late: 2, clientsAway: 3 })]
   })
   t.match(md, 'before: 1.00 / 2.00 / 3.00, after: 4.00 / 5.00 / 6.00; 2 CPUs')
   t.match(md, /\| x \|.*\| met \|/)
   t.match(md, /\| bad \|.*\| NOT met: late deliveries = 0 \(2\) \|/)
   t.match(md, 'Targets NOT met: 1 (of 10 judged)')
   t.match(md, '- clock-ahead: boom')
+  t.match(md, 'bad: 3 client(s) were still away 30 s after the fault')
+  t.notMatch(md, 'x: 0 client(s)', 'only rows with clients away')
 })
 
 t.test('plans: one row per fault of the issue; --quick and --only write to results/tmp', async (t) => {

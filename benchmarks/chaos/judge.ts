@@ -24,6 +24,8 @@ export interface ChaosRow {
   resyncs: { max: number, mean: number }
   /** Notifies sent from the fault's start to its end plus the recovery window. */
   notifyDuringFault: { count: number, p99Ms: number | null, maxMs: number | null }
+  /** Clients not connected again 30 s after the fault (their missing events count as lost). */
+  clientsAway: number
   /** Streams the server ended under a client that kept reading (each reconnect counts). */
   streamsDropped: number
   /** From the first failed notify to the next acknowledged one (0: none failed; null: none acknowledged after). */

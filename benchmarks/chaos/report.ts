@@ -42,6 +42,7 @@ export function chaosMarkdown (results: ChaosResults): string {
     '',
     table,
     `Targets NOT met: ${failed} (of ${results.rows.reduce((n, r) => n + r.verdicts.length, 0)} judged).`,
+    ...results.rows.filter((r) => r.clientsAway > 0).map((r) => `${r.title}: ${r.clientsAway} client(s) were still away 30 s after the fault; their missing events count as lost.`),
     ...(results.failures.length === 0 ? [] : ['', 'Rows not measured:', ...results.failures.map((f) => `- ${f}`)]),
     ''
   ].join('\n')

@@ -93,10 +93,17 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
     // A stream dropped (or an instance restarted) comes back on the client's backoff (the server's
     // retry: plus jitter): account once every client is back and its resume has landed, so a drop
     // shows as a reconnect and its replay or resync, not as a loss.
+    // Bounded: clients still away then are reported (their missing events count as lost).
+    let clientsAway = 0
     for (const tower of towers) {
-      await waitFor(`every client back on port ${tower.port}`, async () =>
-        (await readStats(tower.port, 1000).catch(() => ({ current: -1 }))).current === plan.clientsPerInstance, 30_000, 250)
+      let current = -1
+      await waitFor(`every client back on port ${tower.port}`, async () => {
+        current = (await readStats(tower.port, 1000).catch(() => ({ current: -1 }))).current
+        return current === plan.clientsPerInstance
+      }, 30_000, 250).catch(() => undefined)
+      clientsAway += plan.clientsPerInstance - Math.max(0, current)
     }
+    if (clientsAway > 0) log(`${fault.name}: ${clientsAway} client(s) still away after 30 s`)
     // One last event after every client is back: a resync received after the last notify would
     // otherwise have no event after it to say how far it covers.
     const last = await postAtRate(towers[0].port, { firstSeq: posted.nextSeq, perSec: 10, durationMs: 100, timeoutMs: plan.notifyTimeoutMs, maxInFlight: 1, bodyBytes: 0 }, records)
@@ -130,6 +137,7 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
       resyncs: resyncSummary([...pairs]),
       notifyDuringFault: answerTimes(records, faultStart, faultEnd + plan.afterMs),
       // The clients of an instance the fault restarted reconnect by design: not drops.
+      clientsAway,
       streamsDropped: kind.reduce((total, k, i) => total + (i === 1 && fault.restartsB ? 0 : k.reopens.length), 0),
       publishAgainMs: publishAgainMs(records),
       bus: busStates(samples, faultStart),
