@@ -29,7 +29,7 @@ t.test('the Sentinel URL form: sentinels, master name, credentials and db', asyn
     ['redis+sentinel://h:70000/m', /whose sentinel ports are 1-65535, not "h:70000"$/],
     ['redis+sentinel://h:1/', /whose master name is 1-100 characters .*, not ""$/],
     ['redis+sentinel://h:1/a b', /whose master name is .*, not "a b"$/],
-    ['redis+sentinel://h:1/m?db=x', /whose db is an integer between 0 and 1000000, not "x"$/],
+    ['redis+sentinel://h:1/m?db=x', /whose db is an integer between 0 and 2147483647, not "x"$/],
     ['redis+sentinel://h:1/m?db=-1', /whose db is an integer .*, not "-1"$/],
     ['redis+sentinel://h:1/m?password=x', /with no parameters besides db, sentinelUsername, sentinelPassword, not "password"$/],
     ['redis+sentinel://u:%zz@h:1/m', /with valid percent-encoding in its password$/]

@@ -36,8 +36,8 @@ const SENTINEL_URL = 'a redis+sentinel:// URL'
 
 const SENTINEL_SCHEMES = new Map([['redis+sentinel:', false], ['rediss+sentinel:', true]])
 const SENTINEL_PARAMS = new Set(['db', 'sentinelUsername', 'sentinelPassword'])
-/** Redis's default `databases` is 16; a server configured with more still caps at this. */
-const MAX_DB = 1_000_000
+/** Redis's `databases` setting is a C int; which numbers exist is the server's to say. */
+const MAX_DB = 2 ** 31 - 1
 // A master name as sentinel.conf accepts it: no spaces or slashes (it sits in a config line).
 const MASTER_NAME = /^[A-Za-z0-9._:-]{1,100}$/
 const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/
