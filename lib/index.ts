@@ -128,6 +128,8 @@ export type { BroadcastOptions, BroadcastResult } from './registry'
 export type { SseStats } from './outcomes'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'
+// The connection the Redis bus makes from a URL (redis://, rediss://, redis+sentinel://), for an app's own Redis needs.
+export { createRedisConnection, parseRedisUrl, redactRedisUrl } from './bus/redis-connection'
 export { encodeEvent, encodeRetry } from './encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

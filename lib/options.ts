@@ -4,6 +4,7 @@ import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
 import { defaultKeyFn, type KeyFn } from './request-key'
 import { TowerSseOptionError } from './errors'
+import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-connection'
 
 export { TowerSseOptionError }
 
@@ -94,7 +95,8 @@ export interface TowerSseOptions {
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
   metrics?: Registry
   /**
-   * The Redis bus: a `redis://` / `rediss://` URL or an ioredis client. Every instance given the
+   * The Redis bus: a `redis://` / `rediss://` URL, a Sentinel URL
+   * (`redis+sentinel://host:port,host:port/mastername`, see docs/bus-operations.md) or an ioredis client. Every instance given the
    * same Redis shares broadcasts, ids and history. Omitted: the in-memory bus (one process).
    */
   redis?: string | RedisClientLike
@@ -255,12 +257,13 @@ function metricsRegistry (value: unknown): Registry | undefined {
 function redisOption (value: unknown): string | RedisClientLike | undefined {
   if (value === undefined) return undefined
   if (typeof value === 'string') {
-    let url: URL | null = null
-    try { url = new URL(value) } catch {}
     // Shown without the password a URL may carry.
-    const shown = value.replace(/\/\/[^@/]*@/, '//***@')
-    if (url === null || (url.protocol !== 'redis:' && url.protocol !== 'rediss:')) {
-      throw new TowerSseOptionError('redis', shown, 'a redis:// or rediss:// URL, or an ioredis client')
+    const shown = redactRedisUrl(value)
+    try {
+      parseRedisUrl(value)
+    } catch (error) {
+      if (!(error instanceof RedisUrlError)) throw error
+      throw new TowerSseOptionError('redis', shown, `${error.expected}, or an ioredis client`)
     }
     try {
       require.resolve('ioredis')
@@ -272,7 +275,7 @@ function redisOption (value: unknown): string | RedisClientLike | undefined {
   const client = value as Partial<Record<keyof RedisClientLike, unknown>> | null
   if (typeof client !== 'object' || client === null || typeof client.duplicate !== 'function' ||
     typeof client.evalsha !== 'function' || typeof client.status !== 'string') {
-    throw new TowerSseOptionError('redis', value, 'a redis:// or rediss:// URL, or an ioredis client')
+    throw new TowerSseOptionError('redis', value, 'a redis://, rediss:// or redis+sentinel:// URL, or an ioredis client')
   }
   return value as RedisClientLike
 }

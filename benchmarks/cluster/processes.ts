@@ -41,12 +41,5 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Resolves when `check` is true, polling every `everyMs`; rejects with `what` after `timeoutMs`. */
-export async function waitFor (what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 50): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (await check()) return
-    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(everyMs)
-  }
-}
+// Shared with the test fixtures (which must not install this module's signal handlers).
+export { waitFor } from '../lib/wait-for'

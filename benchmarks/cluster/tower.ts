@@ -75,8 +75,9 @@ export class TowerProcess {
     if (msg.includes('Redis bus is down')) this.busDownAt.set(pid, [...(this.busDownAt.get(pid) ?? []), time])
   }
 
-  static async start (options: TowerStart): Promise<TowerProcess> {
-    const tower = new TowerProcess(await freePort(), options)
+  /** On a free port, or on `port` (a Tower started again where its clients reconnect). */
+  static async start (options: TowerStart, port?: number): Promise<TowerProcess> {
+    const tower = new TowerProcess(port ?? await freePort(), options)
     let exited = false
     tower.child.once('exit', () => { exited = true })
     await waitFor(`Tower (${options.workers} worker(s)) to listen`, () => {

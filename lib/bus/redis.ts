@@ -4,9 +4,10 @@ import { comparePositions, formatEventId, type EventPosition } from '../event-id
 import { BusClosedError, BusUnavailableError } from '../errors'
 import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
 import { PUBLISH_SCRIPT, PUBLISH_SCRIPT_SHA } from './redis-script'
+import { createRedisConnection } from './redis-connection'
 
 export interface RedisBusOptions {
-  /** A redis:// or rediss:// URL (the bus owns its connections), or an ioredis client (the app owns it). */
+  /** A redis://, rediss:// or redis+sentinel:// URL (the bus owns its connections), or an ioredis client (the app owns it). */
   redis: string | Redis
   /** Keys used: `<key>:stream` and `<key>:epoch`. */
   key: string
@@ -80,8 +81,7 @@ export class RedisBus implements Bus {
       retryStrategy: (attempt) => Math.round(options.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(attempt, 10)))
     }
     if (typeof options.redis === 'string') {
-      const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
-      this.publisher = new RedisClient(options.redis, own)
+      this.publisher = createRedisConnection(options.redis, own)
       this.ownsPublisher = true
     } else {
       this.publisher = options.redis

@@ -6,6 +6,7 @@ import { runPrimary } from './cluster'
 import { describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
 import { chooseLogFormat, towerLogger } from './logging'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
+import { redactRedisUrl } from '../index'
 
 // close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose
 // hooks; past drainMs plus this, a close that hangs is cut short.
@@ -32,8 +33,9 @@ function closeOnSignal (app: FastifyInstance, drainMs: number): void {
     setTimeout(() => fail(`close did not finish within ${deadlineMs} ms after ${signal}; exiting`), deadlineMs).unref()
     const open = app.sse.size
     app.log.info(`tower: ${signal}: ending ${open} open stream${open === 1 ? '' : 's'} and stopping`)
-    // Nothing else holds the event loop once closed, so the process then exits with code 0.
-    app.close().catch((err: Error) => fail(`close failed: ${err.message}`))
+    // Nothing else holds the event loop once closed, so the process then exits with code 0 —
+    // but a worker's IPC channel to the cluster primary does: let it go once the close is done.
+    app.close().then(() => { if (cluster.isWorker) process.disconnect() }, (err: Error) => fail(`close failed: ${err.message}`))
   }
   // once: a second Ctrl-C gets Node's default handling and ends the process at once.
   process.once('SIGINT', onSignal)
@@ -59,6 +61,8 @@ async function main (): Promise<void> {
     trustProxy: config.trustProxy
   })
   const limits = describeLimits(config.limits)
+  // The URL may carry passwords; the start-up line shows where, never them.
+  const bus = typeof config.sse.redis === 'string' ? `bus ${redactRedisUrl(config.sse.redis)}` : 'bus memory'
   const guard = `hosts ${[...new Set([...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts])].join(' ')}, ` +
     `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}, ${describeTrustProxy(config.trustProxy)}`
   try {
@@ -66,7 +70,7 @@ async function main (): Promise<void> {
       host: config.host,
       port: config.port,
       // Fastify's own "listening" log line, made the one start-up line with the limits in force.
-      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${guard}; ${limits}`
+      listenTextResolver: (address) => `tower: listening on ${address}, events at ${config.limits.path}; ${bus}; ${guard}; ${limits}`
     })
   } catch (err) {
     fail(listenFailure(err as NodeJS.ErrnoException, config))

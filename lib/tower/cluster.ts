@@ -47,6 +47,7 @@ export function runPrimary ({ workers, stopWithinMs, say, fail, now = Date.now, 
   cluster.on('exit', (worker, code, signal) => {
     const how = signal === null ? `code ${code}` : signal
     if (stopping) {
+      say(`tower: worker ${worker.process.pid ?? '?'} exited (${how})`)
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0)
       return
     }

@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { backoffDelayMs, type RandomSource } from '../client/index'
-import type { SseStats } from '../index'
+import { createRedisConnection, type SseStats } from '../index'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
 export interface InstanceStats {
@@ -56,9 +56,8 @@ export class InstanceBoard {
   private readonly setKey: string
 
   constructor (url: string, private readonly key: string, private readonly read: () => SseStats, random: RandomSource) {
-    const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
     // No offline queue: while Redis is down a report fails at once and the next one tries again.
-    this.redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => backoffDelayMs(n, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS) })
+    this.redis = createRedisConnection(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => backoffDelayMs(n, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS) })
     this.redis.on('error', () => {})
     this.setKey = `${key}:instances`
   }

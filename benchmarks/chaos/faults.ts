@@ -1,0 +1,224 @@
+import { RedisNode, SentinelTopology, type NodeOptions } from '../../test/fixtures/redis-topology'
+import { sleep } from '../cluster/processes'
+import type { TowerProcess } from '../cluster/tower'
+
+/** What a fault acts on: the Redis it runs on (one server or a Sentinel set) and the two Tower instances. */
+export interface FaultContext {
+  redis: { node: RedisNode, sentinel: null } | { node: null, sentinel: SentinelTopology }
+  towers: [TowerProcess, TowerProcess]
+  /** The bus's Redis key prefix (Tower's --redis-key). */
+  key: string
+  log: (line: string) => void
+  /**
+   * Stops the second instance / starts a fresh one on its port: its clients, away while the data
+   * is lost, come back with a Last-Event-ID from before the loss — the resume that must not skip it.
+   */
+  instanceB: { stop: () => void, start: () => Promise<void> }
+}
+
+export interface Fault {
+  name: string
+  title: string
+  perSec: number
+  /** Size of each notify's body (the event is a little larger). */
+  bodyBytes: number
+  setup: { kind: 'node', options: NodeOptions } | { kind: 'sentinel' }
+  losesData: boolean
+  stall: boolean
+  failover: boolean
+  /** The fault stops the second instance and starts it again (its clients' reconnects are not drops). */
+  restartsB: boolean
+  /** Runs the fault and starts its recovery; resolves when the fault is over (recovery may still be under way). */
+  inject: (ctx: FaultContext) => Promise<void>
+}
+
+export interface FaultTimes {
+  /** Redis SIGSTOPped this long. */
+  stallMs: number
+  /** A Tower instance SIGSTOPped this long. */
+  instanceStopMs: number
+  /** Writes between a snapshot (or a paused replica) and the kill. */
+  writeWindowMs: number
+  /** Bound on a Sentinel failover. */
+  failoverTimeoutMs: number
+}
+
+const node = (ctx: FaultContext): RedisNode => {
+  if (ctx.redis.node === null) throw new Error('this fault needs a single Redis node')
+  return ctx.redis.node
+}
+const sentinel = (ctx: FaultContext): SentinelTopology => {
+  if (ctx.redis.sentinel === null) throw new Error('this fault needs a Sentinel topology')
+  return ctx.redis.sentinel
+}
+
+/** The pid of a one-process Tower (its primary is the instance). */
+function towerPid (tower: TowerProcess): number {
+  const [pid] = tower.workerPids
+  if (pid === undefined) throw new Error('Tower has no live process')
+  return pid
+}
+
+/** SIGSTOP a process for `ms`, SIGCONT it even if the wait is cut short. */
+async function stopFor (pid: number, ms: number): Promise<void> {
+  process.kill(pid, 'SIGSTOP')
+  try {
+    await sleep(ms)
+  } finally {
+    process.kill(pid, 'SIGCONT')
+  }
+}
+
+async function killPrimaryAndFailOver (topology: SentinelTopology, times: FaultTimes, log: (line: string) => void): Promise<void> {
+  const old = await topology.primaryPort()
+  await topology.node(old).kill()
+  const next = await topology.failedOverFrom(old, times.failoverTimeoutMs)
+  log(`primary ${old} killed; sentinels promoted ${next}`)
+}
+
+/** The replica stops applying writes for `ms` (CLIENT PAUSE … WRITE), so what the primary takes next is not on it. */
+async function pauseReplica (topology: SentinelTopology, ms: number): Promise<void> {
+  const primary = await topology.primaryPort()
+  const replica = topology.nodes.find((n) => n.port !== primary)
+  if (replica === undefined) throw new Error('no replica')
+  await replica.command('CLIENT', 'PAUSE', ms, 'WRITE')
+}
+
+/** The issue's faults, one row each, in the order of the table. */
+export function faults (t: FaultTimes): Fault[] {
+  const single = (options: NodeOptions = {}): Fault['setup'] => ({ kind: 'node', options })
+  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false, restartsB: false }
+  return [
+    { ...plain, name: 'stall-20', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 20/s`, perSec: 20, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
+    { ...plain, name: 'stall-200', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 200/s`, perSec: 200, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
+    {
+      ...plain,
+      name: 'failover',
+      title: 'Sentinel failover of a dead primary',
+      perSec: 20,
+      setup: { kind: 'sentinel' },
+      failover: true,
+      inject: async (ctx) => { await killPrimaryAndFailOver(sentinel(ctx), t, ctx.log) }
+    },
+    {
+      ...plain,
+      name: 'lagging-replica',
+      title: 'failover to a lagging replica',
+      perSec: 20,
+      setup: { kind: 'sentinel' },
+      losesData: true,
+      failover: true,
+      restartsB: true,
+      inject: async (ctx) => {
+        ctx.instanceB.stop()
+        await pauseReplica(sentinel(ctx), t.writeWindowMs + 500)
+        await sleep(t.writeWindowMs)
+        await killPrimaryAndFailOver(sentinel(ctx), t, ctx.log)
+        await ctx.instanceB.start()
+      }
+    },
+    {
+      ...plain,
+      name: 'rdb-restart',
+      title: 'restart from an RDB snapshot',
+      perSec: 20,
+      setup: single({ persistence: 'rdb' }),
+      losesData: true,
+      restartsB: true,
+      inject: async (ctx) => {
+        await node(ctx).command('SAVE')
+        ctx.instanceB.stop()
+        await sleep(t.writeWindowMs)
+        await node(ctx).kill()
+        await node(ctx).restart()
+        await ctx.instanceB.start()
+      }
+    },
+    {
+      ...plain,
+      name: 'aof-restart',
+      title: 'restart with AOF (everysec)',
+      perSec: 20,
+      setup: single({ persistence: 'aof' }),
+      // appendfsync everysec may lose up to a second of acknowledged writes.
+      losesData: true,
+      restartsB: true,
+      inject: async (ctx) => {
+        ctx.instanceB.stop()
+        await sleep(t.writeWindowMs)
+        await node(ctx).kill()
+        await node(ctx).restart()
+        await ctx.instanceB.start()
+      }
+    },
+    {
+      ...plain,
+      name: 'allkeys-lru',
+      title: 'allkeys-lru under memory pressure',
+      perSec: 20,
+      setup: single({ memory: { maxmemory: '3mb', policy: 'allkeys-lru' } }),
+      losesData: true,
+      inject: async (ctx) => {
+        // Filler: 8 KB values, 50 every 100 ms, bounded by the stall time: Redis must evict.
+        const filler = 'f'.repeat(8192)
+        const until = Date.now() + t.stallMs
+        for (let round = 0; Date.now() < until && round < 1000; round++) {
+          const args: string[] = []
+          for (let i = 0; i < 50; i++) args.push(`filler:${round}:${i}`, filler)
+          await node(ctx).command('MSET', ...args).catch(() => undefined)
+          await sleep(100)
+        }
+      }
+    },
+    {
+      ...plain,
+      name: 'instance-stop-trim',
+      title: `a Tower instance SIGSTOPped ${t.instanceStopMs / 1000} s while the stream trims past it`,
+      // Over the stream's 1,000-entry floor within the stop.
+      perSec: Math.ceil(1500 / (t.instanceStopMs / 1000)),
+      setup: single(),
+      losesData: true,
+      inject: async (ctx) => { await stopFor(towerPid(ctx.towers[1]), t.instanceStopMs) }
+    },
+    {
+      ...plain,
+      name: 'backlog-4kb',
+      title: `a backlog of 4 KB events (instance SIGSTOPped ${t.instanceStopMs / 1000} s)`,
+      perSec: Math.ceil(600 / (t.instanceStopMs / 1000)),
+      bodyBytes: 3900,
+      setup: single(),
+      // Catching up may resync the streams that cannot hold it.
+      losesData: true,
+      inject: async (ctx) => { await stopFor(towerPid(ctx.towers[1]), t.instanceStopMs) }
+    },
+    {
+      ...plain,
+      name: 'clock-ahead',
+      title: 'a clock-ahead entry lost in failover',
+      perSec: 20,
+      setup: { kind: 'sentinel' },
+      losesData: true,
+      failover: true,
+      restartsB: true,
+      inject: async (ctx) => {
+        const topology = sentinel(ctx)
+        ctx.instanceB.stop()
+        await pauseReplica(topology, t.writeWindowMs + 500)
+        // An entry stamped a minute ahead (a primary whose clock ran fast), shaped like the last one.
+        const primary = topology.node(await topology.primaryPort())
+        const stream = `${ctx.key}:stream`
+        const [last] = await primary.command('XREVRANGE', stream, '+', '-', 'COUNT', 1) as Array<[string, string[]]>
+        if (last === undefined) throw new Error('clock-ahead: the stream is empty')
+        const fields = last[1].slice()
+        const d = fields.indexOf('d')
+        if (d !== -1) fields[d + 1] = JSON.stringify({ type: 'bench', title: 'ahead', body: '' })
+        const o = fields.indexOf('o')
+        if (o !== -1) fields[o + 1] = 'chaos:ahead'
+        await primary.command('XADD', stream, `${Date.now() + 60_000}-0`, ...fields)
+        await sleep(t.writeWindowMs)
+        await killPrimaryAndFailOver(topology, t, ctx.log)
+        await ctx.instanceB.start()
+      }
+    }
+  ]
+}
