@@ -4,6 +4,7 @@ import { createInterface } from 'node:readline'
 import type { ChildProcess } from 'node:child_process'
 import { freePort } from '../lib/free-port'
 import { repoRoot } from '../lib/repo-root'
+import { resultsDir } from '../lib/results-files'
 import { killGroup, spawnGroup, waitFor } from './processes'
 
 const START_TIMEOUT_MS = 30_000
@@ -130,4 +131,19 @@ export function builtTowerCli (fromDir: string): { root: string, cli: string } {
   const cli = towerCli(root)
   if (!existsSync(cli)) throw new Error(`${cli} is missing: run npm run bench:build first`)
   return { root, cli }
+}
+
+/**
+ * A Tower benchmark's start: prints `usage` and returns null for --help; otherwise the plan, the
+ * built CLI and where results go (results/tmp/ for a quick or targeted run).
+ */
+export function towerBench<Plan extends { name: string }> (
+  args: { plan: Plan, outDir: string | null, help: boolean, targeted: boolean }, usage: string, fromDir: string
+): { plan: Plan, cli: string, dir: string } | null {
+  if (args.help) {
+    process.stdout.write(usage)
+    return null
+  }
+  const { root, cli } = builtTowerCli(fromDir)
+  return { plan: args.plan, cli, dir: resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted) }
 }

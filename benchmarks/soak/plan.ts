@@ -129,11 +129,6 @@ export function parseArgs (argv: string[]): ParsedArgs {
   return { plan, outDir, help, targeted }
 }
 
-/** Default output folder: a quick or shortened run never replaces the committed results. */
-export function defaultOutDir (resultsDir: string, plan: SoakPlan, targeted: boolean): string {
-  return plan.name === 'quick' || targeted ? `${resultsDir}/tmp` : resultsDir
-}
-
 /** Start times (ms from the run's start) of the storm waves that fit wholly inside the run. */
 export function waveStarts (plan: SoakPlan): number[] {
   const starts: number[] = []

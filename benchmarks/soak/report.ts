@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { TopLevelSpec } from 'vega-lite'
 import type { Target } from '../cluster/report'
 import { markdownTable } from '../lib/markdown-table'
+import { writeResults } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { MachineLoad } from './machine'
 import type { SoakPlan } from './plan'
@@ -193,13 +194,10 @@ export async function soakChart (results: SoakResults): Promise<string> {
 
 /** Writes soak.{json,md,svg} into `dir`, keeping a run with the other worker count already there. */
 export async function writeSoakReport (dir: string, run: SoakRun): Promise<string> {
-  mkdirSync(dir, { recursive: true })
   const file = path.join(dir, 'soak.json')
   const kept = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as SoakResults).runs.filter((r) => r.workers !== run.workers) : []
   const results: SoakResults = { runs: [...kept, run].sort((a, b) => a.workers - b.workers) }
   const markdown = soakMarkdown(results)
-  writeFileSync(file, JSON.stringify(results, null, 2) + '\n')
-  writeFileSync(path.join(dir, 'soak.md'), markdown + '\n')
-  writeFileSync(path.join(dir, 'soak.svg'), await soakChart(results))
+  writeResults(dir, 'soak', results, markdown, await soakChart(results))
   return markdown
 }

@@ -8,22 +8,18 @@
 import path from 'node:path'
 import { killAllGroups } from '../cluster/processes'
 import { RedisServer } from '../cluster/redis-server'
-import { builtTowerCli, TowerProcess } from '../cluster/tower'
+import { towerBench, TowerProcess } from '../cluster/tower'
 import { machineLoad } from './machine'
-import { defaultOutDir, parseArgs, towerFlags, USAGE } from './plan'
+import { parseArgs, towerFlags, USAGE } from './plan'
 import { soakRun, writeSoakReport } from './report'
 import { runSoakTraffic } from './soak'
 
 const log = (line: string): void => { process.stderr.write(`[soak] ${new Date().toISOString().slice(11, 19)} ${line}\n`) }
 
 async function main (): Promise<void> {
-  const { plan, outDir, help, targeted } = parseArgs(process.argv.slice(2))
-  if (help) {
-    process.stdout.write(USAGE)
-    return
-  }
-  const { root, cli } = builtTowerCli(__dirname)
-  const dir = outDir ?? defaultOutDir(path.join(root, 'benchmarks', 'results'), plan, targeted)
+  const bench = towerBench(parseArgs(process.argv.slice(2)), USAGE, __dirname)
+  if (bench === null) return
+  const { plan, cli, dir } = bench
   const machine = machineLoad()
   const redis = plan.workers > 1 ? await RedisServer.start() : null
   const tower = await TowerProcess.start({ cli, workers: plan.workers, redisUrl: redis?.url, flags: towerFlags(plan) })
