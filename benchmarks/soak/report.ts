@@ -34,9 +34,10 @@ export interface SoakRun {
    */
   clientTimeWait: number
   clientTimeWaitAfterWaveStops: number
-  /** Lines Tower printed, start to stop, and what the summary-log rule allows (see logBudget). */
+  /** Lines Tower printed over its life (start to stop, `towerLifeS`), and what the summary-log rule allows (see logBudget). */
   logLines: number
   logBudget: number
+  towerLifeS: number
   fdsBaseline: number
   fdsAfter: number
   heap: QuarterCheck
@@ -51,16 +52,20 @@ export interface SoakRun {
 export interface SoakResults { runs: SoakRun[] }
 
 /**
- * Tower's log may say: per process, one summary per logIntervalMs window, its start line and its
- * stop line (a cluster's primary counts as a process); plus, on Redis, the lines each incident
- * causes (a worker died and its replacement started and listening; the bus down and up again per worker).
+ * The lines Tower may print over `lifeS` seconds (its start to its stop) by the summary-log rule:
+ * per serving process, one summary per logIntervalMs window (a window begun counts, the last one
+ * flushed at stop), its "listening" line and its stop line. A cluster's primary adds its own start
+ * line, one "worker started" per worker and its stop line; the Redis run's incidents add each
+ * worker's "bus down" and "bus up again", and for the killed worker "died", "started" and its
+ * replacement's "listening".
  */
-export function logBudget (plan: SoakPlan, durationS: number): number {
-  const processes = plan.workers > 1 ? plan.workers + 1 : 1
-  const windows = Math.ceil(durationS * 1000 / plan.tower.logIntervalMs)
-  const perProcess = windows + 2
-  const incidents = plan.workers > 1 ? 3 + 2 * plan.workers : 0
-  return processes * perProcess + incidents
+export function logBudget (plan: SoakPlan, lifeS: number): number {
+  const windows = Math.ceil(lifeS * 1000 / plan.tower.logIntervalMs)
+  const perWorker = windows + 2
+  if (plan.workers === 1) return perWorker
+  const primary = 1 + plan.workers + 1
+  const incidents = 2 * plan.workers + 3
+  return plan.workers * perWorker + primary + incidents
 }
 
 /** Linux keeps a TIME_WAIT socket 60 s (TCP_TIMEWAIT_LEN, fixed in the kernel). */
@@ -77,10 +82,15 @@ const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
 /** The issue's soak targets, each judged on this run's own figures. */
 export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
   const minutes = run.durationS / 60
+  const failedWaves = run.traffic.waves.filter((w) => w.failed !== null).length
   const redis = run.workers > 1
   return [
     { target: '≥ 30 minutes', measured: `${minutes.toFixed(1)} min`, met: minutes >= 30 },
-    { target: '≥ 500,000 connection attempts (admitted + refused)', measured: int(run.attempts), met: run.attempts >= 500_000 },
+    {
+      target: '≥ 500,000 connection attempts (admitted + refused)',
+      measured: int(run.attempts) + (failedWaves === 0 ? '' : ` (${failedWaves} storm wave(s) failed to start)`),
+      met: run.attempts >= 500_000
+    },
     { target: '≥ 1,000,000 publishes', measured: int(run.publishes), met: run.publishes >= 1_000_000 },
     { target: 'heap used: mean of the last quarter ≤ 1.10× the second quarter\'s', measured: `${mb(run.heap.last)} ÷ ${mb(run.heap.second)} MB = ${run.heap.ratio.toFixed(3)}×`, met: run.heap.ratio <= 1.1 },
     { target: 'RSS: mean of the last quarter ≤ 1.10× the second quarter\'s', measured: `${mb(run.rss.last)} ÷ ${mb(run.rss.second)} MB = ${run.rss.ratio.toFixed(3)}×`, met: run.rss.ratio <= 1.1 },
@@ -96,12 +106,12 @@ export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
       measured: `at most ${int(run.clientTimeWait)} at a sample (${int(run.clientTimeWaitAfterWaveStops)} within ${TIME_WAIT_S} s of a storm wave's stop, left out: the bench aborting the storm's held connections)`,
       met: run.clientTimeWait === 0
     },
-    { target: 'log lines ≤ one per logIntervalMs window (per process) plus start and stop', measured: `${int(run.logLines)} lines, budget ${int(run.logBudget)}`, met: run.logLines <= run.logBudget }
+    { target: 'log lines ≤ one per logIntervalMs window (per process) plus start and stop', measured: `${int(run.logLines)} lines in Tower's ${run.towerLifeS.toFixed(0)} s, budget ${int(run.logBudget)}`, met: run.logLines <= run.logBudget }
   ]
 }
 
-/** The run's figures from its traffic; `logLines` is Tower's count once it has stopped. */
-export function soakRun (plan: SoakPlan, traffic: SoakTraffic, logLines: number, machine: MachineLoad): SoakRun {
+/** The run's figures from its traffic and Tower's log: its line count once stopped, and its life in seconds. */
+export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, lifeS: number }, machine: MachineLoad): SoakRun {
   const { samples, durationS, fdsBaseline, fdsAfter, ...rest } = traffic
   const stops = traffic.waves.map((w) => w.stoppedS)
   const total = (pick: (k: SoakTraffic['kinds'][number]) => number): number => traffic.kinds.reduce((sum, k) => sum + pick(k), 0)
@@ -119,8 +129,9 @@ export function soakRun (plan: SoakPlan, traffic: SoakTraffic, logLines: number,
     resyncedClients: total((k) => k.resyncs.filter(([n]) => n > 0).reduce((sum, [, clients]) => sum + clients, 0)),
     clientTimeWait: Math.max(0, ...samples.filter((s) => !afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
     clientTimeWaitAfterWaveStops: Math.max(0, ...samples.filter((s) => afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
-    logLines,
-    logBudget: logBudget(plan, durationS),
+    logLines: towerLog.lines,
+    logBudget: logBudget(plan, towerLog.lifeS),
+    towerLifeS: towerLog.lifeS,
     fdsBaseline,
     fdsAfter,
     heap: quarters(samples, durationS, (s) => s.heapUsedBytes),
@@ -150,7 +161,7 @@ function runMarkdown (run: SoakRun): string {
   ), '')
   out.push(markdownTable(
     ['storm wave', 'at s', 'attempts (client-counted)', 'admitted', 'refused', 'errors'],
-    traffic.waves.map((w, i) => [String(i + 1), w.atS.toFixed(0), int(w.attempts), int(w.opened), int(w.refused), Object.entries(w.errors).map(([code, n]) => `${int(n)} ${code}`).join(', ') || 'none']),
+    traffic.waves.map((w, i) => [String(i + 1), w.atS.toFixed(0), int(w.attempts), int(w.opened), int(w.refused), w.failed ?? (Object.entries(w.errors).map(([code, n]) => `${int(n)} ${code}`).join(', ') || 'none')]),
     ['right', 'right', 'right', 'right', 'right', 'left']
   ), '')
   const every = Math.max(1, Math.ceil(run.samples.length / 12))

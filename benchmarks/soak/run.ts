@@ -22,12 +22,13 @@ async function main (): Promise<void> {
   const { plan, cli, dir } = bench
   const machine = machineLoad()
   const redis = plan.workers > 1 ? await RedisServer.start() : null
+  const towerStart = Date.now()
   const tower = await TowerProcess.start({ cli, workers: plan.workers, redisUrl: redis?.url, flags: towerFlags(plan) })
   log(`Tower (${plan.workers} worker(s), ${redis === null ? 'memory bus' : `Redis on ${redis.port}`}) on port ${tower.port}; ${plan.durationMs / 60_000} min`)
   try {
     const traffic = await runSoakTraffic(plan, tower, redis, log)
     await tower.shutdown(10_000)
-    const run = soakRun(plan, traffic, tower.logLines, machineLoad(machine))
+    const run = soakRun(plan, traffic, { lines: tower.logLines, lifeS: (Date.now() - towerStart) / 1000 }, machineLoad(machine))
     process.stdout.write(await writeSoakReport(dir, run) + '\n')
     log(`wrote ${path.join(dir, 'soak.{json,md,svg}')}`)
   } finally {

@@ -25,7 +25,7 @@ export interface SoakTraffic {
   /** Sequence-accounted steady clients, per kind: lost, duplicated, out of order, resyncs. */
   kinds: KindRow[]
   /** Per storm wave: when, and what its clients counted. */
-  waves: Array<{ atS: number, stoppedS: number, attempts: number, opened: number, refused: number, errors: Record<string, number> }>
+  waves: Array<{ atS: number, stoppedS: number, attempts: number, opened: number, refused: number, errors: Record<string, number>, failed: string | null }>
   /** Redis run: when Redis was killed and answered again, and which worker was killed when (seconds into the run). */
   incidents: Array<{ what: string, atS: number }>
 }
@@ -46,11 +46,16 @@ async function notifyLoop (plan: SoakPlan, port: number, posts: PostLog, agent: 
   return seq
 }
 
-/** One storm wave: autocannon at the seed's rate from its own key, stopped after `durationMs`. */
-async function stormWave (plan: SoakPlan, url: string, label: string): Promise<ClientStats> {
+/** A wave's process is started this long before its wave, so its own start-up is not on the wave's clock. */
+const WAVE_LEAD_MS = 15_000
+
+/** One storm wave at `at` ms into the run: autocannon at the seed's rate from its own key, stopped after the wave's duration. */
+async function stormWave (plan: SoakPlan, url: string, runStart: number, at: number, label: string): Promise<ClientStats> {
   const { storm } = plan
+  await sleep(runStart + at - WAVE_LEAD_MS - Date.now())
   const wave = new PopulationProcess('autocannon', storm.connections, { stormRate: storm.perSec, maxSeconds: Math.ceil(storm.durationMs / 1000) + 5, hammerDelayMs: 50 }, label)
   try {
+    await sleep(runStart + at - Date.now())
     await wave.start(url)
     await sleep(storm.durationMs)
     const counted = await wave.stats()
@@ -98,11 +103,16 @@ export async function runSoakTraffic (plan: SoakPlan, tower: TowerProcess, redis
     })()
     const posts = emptyPostLog()
     const posting = notifyLoop(plan, tower.port, posts, agent)
+    // A wave that fails (its process too slow to start on a loaded host) is reported, not fatal to the run.
     const waves = waveStarts(plan).map(async (at, i) => {
-      await sleep(runStart + at - Date.now())
-      log(`storm wave ${i + 1} at ${(at / 1000).toFixed(0)} s`)
-      const counted = await stormWave(plan, base + 'storm', `storm wave ${i + 1}`)
-      return { atS: at / 1000, stoppedS: (Date.now() - runStart) / 1000, attempts: counted.attempts, opened: counted.opened, refused: counted.refused, errors: counted.errors }
+      const label = `storm wave ${i + 1}`
+      const counted = await stormWave(plan, base + 'storm', runStart, at, label).catch((error: Error) => {
+        log(`${label} failed: ${error.message}`)
+        return error
+      })
+      const stoppedS = (Date.now() - runStart) / 1000
+      if (counted instanceof Error) return { atS: at / 1000, stoppedS, attempts: 0, opened: 0, refused: 0, errors: {}, failed: counted.message }
+      return { atS: at / 1000, stoppedS, attempts: counted.attempts, opened: counted.opened, refused: counted.refused, errors: counted.errors, failed: null }
     })
     const incidents: SoakTraffic['incidents'] = []
     const chaos = redis === null ? Promise.resolve() : (async () => {
