@@ -76,6 +76,23 @@ serveIpc('fanout server', {
     return { port: server.port, fileLimit: openFileLimit(), metricsPath: server.metricsPath ?? null, hasStats: server.stats !== undefined }
   },
 
+  size: () => running().size(),
+
+  /** Heap and RSS after full collections: what stays allocated, not garbage awaiting GC. */
+  memory: (): MemoryReply => {
+    const gc = globalThis.gc
+    if (gc === undefined) throw new Error('the server must run with --expose-gc to measure memory')
+    gc()
+    gc()
+    const { rss, heapUsed } = process.memoryUsage()
+    return { rss, heapUsed }
+  },
+
+  cpu: (): CpuReading => {
+    const { user, system } = process.cpuUsage()
+    return { cpuUs: user + system, atUs: nowUs() }
+  },
+
   /**
    * `ms` of doing nothing but the contender's own timers (its heartbeat): the event loop's delay
    * (perf_hooks, 10 ms resolution) and the CPU those timers took, measured in the process itself.
@@ -104,23 +121,6 @@ serveIpc('fanout server', {
       await nextTurn()
     }
     return median(times)
-  },
-
-  size: () => running().size(),
-
-  /** Heap and RSS after full collections: what stays allocated, not garbage awaiting GC. */
-  memory: (): MemoryReply => {
-    const gc = globalThis.gc
-    if (gc === undefined) throw new Error('the server must run with --expose-gc to measure memory')
-    gc()
-    gc()
-    const { rss, heapUsed } = process.memoryUsage()
-    return { rss, heapUsed }
-  },
-
-  cpu: (): CpuReading => {
-    const { user, system } = process.cpuUsage()
-    return { cpuUs: user + system, atUs: nowUs() }
   },
 
   /** `events` broadcasts `periodUs` apart, each timed; the schedule does not drift. */
