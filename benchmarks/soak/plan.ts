@@ -20,9 +20,10 @@ export interface SoakPlan {
     groups: SteadyGroup[]
   }
   /**
-   * Storm waves: a population that ignores Retry-After (autocannon, a new TCP connection per request
-   * at a fixed rate, the seed's 49.5K/min), capped by its own key at `slots` streams. Its
-   * connections outnumber what Tower's tarpit holds (maxHeldRefusals), so the rate is autocannon's.
+   * Storm waves: a population that ignores Retry-After (autocannon, a new TCP connection per request),
+   * capped by its own key at `slots` streams. autocannon keeps no more connections than its rate
+   * (1 request/s each), and Tower's tarpit holds up to maxHeldRefusals (1,000) refusals about 5 s
+   * each, so of 1,650/s offered about 200/s + 650/s arrive: the seed's 49.5K/min.
    */
   storm: { firstAtMs: number, everyMs: number, durationMs: number, perSec: number, connections: number, slots: number }
   /** Sequenced notifies, one in flight: `perSec`, and every `burstEveryMs` a burst of `burstSize` as fast as they go. */
@@ -59,8 +60,8 @@ export const FULL_PLAN: Readonly<SoakPlan> = Object.freeze({
     seqPerProcess: 20,
     groups: [{ population: 'client', size: 10 }, { population: 'backoff', size: 10 }, { population: 'dashboard', size: 5 }] as SteadyGroup[]
   },
-  // 90 s of 825 attempts/s every 3 min: ~740K attempts in 30 min.
-  storm: { firstAtMs: MINUTE, everyMs: 3 * MINUTE, durationMs: 90_000, perSec: 825, connections: 2500, slots: 100 },
+  // 90 s of ~825 attempts/s arriving every 3 min: ~740K attempts in 30 min.
+  storm: { firstAtMs: MINUTE, everyMs: 3 * MINUTE, durationMs: 90_000, perSec: 1650, connections: 1650, slots: 100 },
   // 560/s plus 400 every 20 s: ~1.04M publishes in 30 min.
   notify: { perSec: 560, burstEveryMs: 20_000, burstSize: 400, timeoutMs: 3000 },
   incidents: { restartRedisAt: 0.4, outageMs: 5000, killWorkerAt: 0.7 },
