@@ -7,18 +7,22 @@ export type NotifyOutcome =
 
 /**
  * Posts one notification on a new connection (so that node:cluster hands each POST to the next
- * worker), answered or not within `timeoutMs`.
+ * worker), or on `agent`'s kept-alive one when given (a soak's hundreds per second), answered or
+ * not within `timeoutMs`.
  */
-export function postNotify (port: number, notification: { type: string, title: string, body: string }, timeoutMs: number): Promise<NotifyOutcome> {
+export function postNotify (
+  port: number, notification: { type: string, title: string, body: string }, timeoutMs: number, agent?: http.Agent
+): Promise<NotifyOutcome> {
   const body = JSON.stringify(notification)
+  const reuse = agent !== undefined
   return new Promise((resolve) => {
     const request = http.request({
       host: '127.0.0.1',
       port,
       method: 'POST',
       path: '/api/notify',
-      agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' },
+      agent: reuse ? agent : false,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: reuse ? 'keep-alive' : 'close' },
       timeout: timeoutMs
     }, (response) => {
       response.resume()
@@ -45,13 +49,22 @@ export function emptyPostLog (): PostLog {
   return { accepted: [], refused: [], unknown: [], acceptedAt: new Map() }
 }
 
+/** Files the answer to sequence number `seq` under accepted, refused or unknown. */
+export function recordPost (log: PostLog, seq: number, outcome: NotifyOutcome): void {
+  if (outcome.kind === 'no-answer') log.unknown.push(seq)
+  else if (outcome.status === 200) {
+    log.accepted.push(seq)
+    log.acceptedAt.set(seq, Date.now())
+  } else log.refused.push({ seq, status: outcome.status, retryAfter: outcome.retryAfter, at: Date.now() })
+}
+
 /**
  * Posts sequence numbers `firstSeq`, `firstSeq + 1`, … one at a time (never two in flight, so
  * publication order is sequence order) at `perSec`, for `durationMs`: a tick that comes while a
  * POST is still out is skipped, not queued.
  */
 export async function postSequence (
-  port: number, firstSeq: number, perSec: number, durationMs: number, timeoutMs: number, log: PostLog
+  port: number, firstSeq: number, perSec: number, durationMs: number, timeoutMs: number, log: PostLog, agent?: http.Agent
 ): Promise<number> {
   const intervalMs = 1000 / perSec
   const start = Date.now()
@@ -61,12 +74,7 @@ export async function postSequence (
     const wait = due - Date.now()
     if (wait < -intervalMs) continue
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
-    const outcome = await postNotify(port, { type: 'bench', title: String(seq), body: '' }, timeoutMs)
-    if (outcome.kind === 'no-answer') log.unknown.push(seq)
-    else if (outcome.status === 200) {
-      log.accepted.push(seq)
-      log.acceptedAt.set(seq, Date.now())
-    } else log.refused.push({ seq, status: outcome.status, retryAfter: outcome.retryAfter, at: Date.now() })
+    recordPost(log, seq, await postNotify(port, { type: 'bench', title: String(seq), body: '' }, timeoutMs, agent))
     seq++
   }
   return seq

@@ -1,7 +1,6 @@
-import { mkdirSync, writeFileSync } from 'node:fs'
-import path from 'node:path'
 import type { TopLevelSpec } from 'vega-lite'
 import { markdownTable } from '../lib/markdown-table'
+import { writeResults } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { ChaosResult, KindRow } from './chaos'
 import type { FanoutRow } from './fanout-phase'
@@ -162,10 +161,7 @@ export async function clusterChart (fanout: FanoutRow[]): Promise<string> {
 
 /** Writes cluster.{json,md,svg} into `dir`; returns the markdown. */
 export async function writeClusterReport (dir: string, results: ClusterResults): Promise<string> {
-  mkdirSync(dir, { recursive: true })
   const markdown = clusterMarkdown(results)
-  writeFileSync(path.join(dir, 'cluster.json'), JSON.stringify(results, null, 2) + '\n')
-  writeFileSync(path.join(dir, 'cluster.md'), markdown + '\n')
-  if (results.fanout.length > 0) writeFileSync(path.join(dir, 'cluster.svg'), await clusterChart(results.fanout))
+  writeResults(dir, 'cluster', results, markdown, results.fanout.length > 0 ? await clusterChart(results.fanout) : null)
   return markdown
 }

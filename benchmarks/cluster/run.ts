@@ -5,10 +5,9 @@
  * benchmarks/results/cluster.{json,md,svg} (a --quick run's in benchmarks/results/tmp/).
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { repoRoot } from '../lib/repo-root'
 import { runChaos } from './chaos'
 import { combineRounds, measureFanout, type FanoutRow } from './fanout-phase'
 import { defaultOutDir, parseArgs, USAGE, type ClusterPlan } from './plan'
@@ -18,7 +17,7 @@ import { RedisServer } from './redis-server'
 import { writeClusterReport, type ClusterResults } from './report'
 import { runRestart } from './restart'
 import { streamsPerInstance } from './stats'
-import { TowerProcess, towerCli } from './tower'
+import { builtTowerCli, TowerProcess } from './tower'
 
 const log = (line: string): void => { process.stderr.write(`[cluster] ${line}\n`) }
 
@@ -83,9 +82,7 @@ async function main (): Promise<void> {
     process.stdout.write(USAGE)
     return
   }
-  const root = repoRoot(__dirname)
-  const cli = towerCli(root)
-  if (!existsSync(cli)) throw new Error(`${cli} is missing: run npm run bench:build first`)
+  const { root, cli } = builtTowerCli(__dirname)
   const dir = outDir ?? defaultOutDir(path.join(root, 'benchmarks', 'results'), plan, targeted)
   if (render) {
     const saved = JSON.parse(readFileSync(path.join(dir, 'cluster.json'), 'utf8')) as ClusterResults

@@ -1,7 +1,10 @@
+import { existsSync } from 'node:fs'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import type { ChildProcess } from 'node:child_process'
 import { freePort } from '../lib/free-port'
+import { repoRoot } from '../lib/repo-root'
+import { resultsDir } from '../lib/results-files'
 import { killGroup, spawnGroup, waitFor } from './processes'
 
 const START_TIMEOUT_MS = 30_000
@@ -44,6 +47,8 @@ export class TowerProcess {
   /** Per worker pid, when it logged "Redis bus is up again" (epoch ms, the worker's own clock reading). */
   readonly busUpAt = new Map<number, number[]>()
   readonly busDownAt = new Map<number, number[]>()
+  /** Lines Tower has printed so far (every process of it): the soak's log-volume figure. */
+  logLines = 0
   private readonly child: ChildProcess
 
   private constructor (readonly port: number, options: TowerStart) {
@@ -54,6 +59,7 @@ export class TowerProcess {
     if (options.workers === 1) this.workerPids.add(primary)
     const lines = createInterface({ input: this.child.stdout as NodeJS.ReadableStream })
     lines.on('line', (text) => {
+      this.logLines++
       const line = parseLine(text, primary)
       if (line !== null) this.onLine(line)
     })
@@ -101,8 +107,44 @@ export class TowerProcess {
   stop (): void {
     killGroup(this.child.pid as number)
   }
+
+  /** SIGTERM as Ctrl-C would (Tower ends its streams and logs its stop line), SIGKILL after `graceMs`. */
+  async shutdown (graceMs: number): Promise<void> {
+    const child = this.child
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => this.stop(), graceMs)
+      await exited
+      clearTimeout(timer)
+    }
+    this.stop()
+  }
 }
 
 export function towerCli (root: string): string {
   return path.join(root, 'build', 'lib', 'tower', 'cli.js')
+}
+
+/** The repository root above `fromDir` and its compiled Tower CLI, which must have been built. */
+export function builtTowerCli (fromDir: string): { root: string, cli: string } {
+  const root = repoRoot(fromDir)
+  const cli = towerCli(root)
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run npm run bench:build first`)
+  return { root, cli }
+}
+
+/**
+ * A Tower benchmark's start: prints `usage` and returns null for --help; otherwise the plan, the
+ * built CLI and where results go (results/tmp/ for a quick or targeted run).
+ */
+export function towerBench<Plan extends { name: string }> (
+  args: { plan: Plan, outDir: string | null, help: boolean, targeted: boolean }, usage: string, fromDir: string
+): { plan: Plan, cli: string, dir: string } | null {
+  if (args.help) {
+    process.stdout.write(usage)
+    return null
+  }
+  const { root, cli } = builtTowerCli(fromDir)
+  return { plan: args.plan, cli, dir: resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted) }
 }

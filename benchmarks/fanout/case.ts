@@ -77,7 +77,7 @@ const REQUEST_MS = 30_000
 const BURST_REPLY_MS = 180_000
 const CONNECT_MS = 180_000
 /** Descriptors a process needs beyond its sockets (stdio, IPC, epoll, libuv, …). */
-const SPARE_FILES = 64
+export const SPARE_FILES = 64
 
 /**
  * Loopback source address of client process `i`: each has its own ephemeral port range, and
@@ -92,7 +92,7 @@ export function shares (total: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0))
 }
 
-function requireFiles (who: string, limit: number | null, needed: number): void {
+export function requireFiles (who: string, limit: number | null, needed: number): void {
   if (limit !== null && limit < needed) {
     throw new Error(`${who} may open ${limit} files but needs ${needed}: raise the hard limit (ulimit -Hn) or lower --clients`)
   }
@@ -100,10 +100,10 @@ function requireFiles (who: string, limit: number | null, needed: number): void 
 
 const round = (value: number, digits = 2): number => Number(value.toFixed(digits))
 
-interface Phase { sent: number, cpuUs: number, wallUs: number, delivered: CollectReply[] }
+export interface Phase { sent: number, cpuUs: number, wallUs: number, delivered: CollectReply[] }
 
 /** Runs one phase: resets the clients, lets `send` run on the server, waits for delivery. */
-async function phase (
+export async function phase (
   server: IpcClient, holders: IpcClient[], plan: FanoutPlan,
   send: () => Promise<number>
 ): Promise<Phase> {
@@ -117,19 +117,19 @@ async function phase (
   return { sent, cpuUs: after.cpuUs - before.cpuUs, wallUs: after.atUs - before.atUs, delivered }
 }
 
-function latencyOf (delivered: CollectReply[]): Histogram {
+export function latencyOf (delivered: CollectReply[]): Histogram {
   const merged = new Histogram()
   for (const reply of delivered) merged.merge(reply.latencyUs)
   return merged
 }
 
-const received = (delivered: CollectReply[]): number => delivered.reduce((sum, r) => sum + r.received, 0)
+export const received = (delivered: CollectReply[]): number => delivered.reduce((sum, r) => sum + r.received, 0)
 
 /**
  * Opens every stream (each client process its share, from its own source address) and waits
  * until the server counts them all; returns the time from the first connect to the last 200.
  */
-async function admit (
+export async function admit (
   server: IpcClient, holders: IpcClient[], plan: FanoutPlan, port: number, perProcess: number[], label: string
 ): Promise<number> {
   const clients = perProcess.reduce((sum, n) => sum + n, 0)

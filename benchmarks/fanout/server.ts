@@ -5,6 +5,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector/promises'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
 import { serveIpc, type IpcRequest } from '../lib/ipc'
 import { openFileLimit } from '../lib/spawn-sibling'
@@ -12,8 +13,10 @@ import { CONTENDERS, isContenderName } from './contenders'
 import type { ContenderServer } from './contenders/contender'
 import { benchEvent, nowUs } from './payload'
 import { BURST_SOURCES, type BurstSource } from './plan'
+import { median } from './rounds'
 
-export interface StartReply { port: number, fileLimit: number | null, metricsPath: string | null }
+export interface StartReply { port: number, fileLimit: number | null, metricsPath: string | null, hasStats: boolean }
+export interface IdleReply { loopDelayP99Ms: number, loopDelayMaxMs: number, cpuUs: number, wallUs: number }
 export interface MemoryReply { rss: number, heapUsed: number }
 export interface CpuReading { cpuUs: number, atUs: number }
 export interface SteadyReply { sent: number, broadcastUs: number[] }
@@ -68,8 +71,9 @@ serveIpc('fanout server', {
     const name = String(request.contender)
     if (!isContenderName(name)) throw new Error(`unknown contender "${name}"`)
     if (server !== undefined) throw new Error('a contender is already running in this process')
-    server = await CONTENDERS[name]({ maxClients: count(request, 'maxClients') })
-    return { port: server.port, fileLimit: openFileLimit(), metricsPath: server.metricsPath ?? null }
+    const heartbeatMs = request.heartbeatMs === undefined ? undefined : count(request, 'heartbeatMs')
+    server = await CONTENDERS[name]({ maxClients: count(request, 'maxClients'), heartbeatMs })
+    return { port: server.port, fileLimit: openFileLimit(), metricsPath: server.metricsPath ?? null, hasStats: server.stats !== undefined }
   },
 
   size: () => running().size(),
@@ -87,6 +91,36 @@ serveIpc('fanout server', {
   cpu: (): CpuReading => {
     const { user, system } = process.cpuUsage()
     return { cpuUs: user + system, atUs: nowUs() }
+  },
+
+  /**
+   * `ms` of doing nothing but the contender's own timers (its heartbeat): the event loop's delay
+   * (perf_hooks, 10 ms resolution) and the CPU those timers took, measured in the process itself.
+   */
+  idle: async (request): Promise<IdleReply> => {
+    running()
+    const histogram = monitorEventLoopDelay({ resolution: 10 })
+    const cpu = process.cpuUsage()
+    const startUs = nowUs()
+    histogram.enable()
+    await sleep(count(request, 'ms'))
+    histogram.disable()
+    const { user, system } = process.cpuUsage(cpu)
+    return { loopDelayP99Ms: histogram.percentile(99) / 1e6, loopDelayMaxMs: histogram.max / 1e6, cpuUs: user + system, wallUs: nowUs() - startUs }
+  },
+
+  /** `times` calls of the contender's stats(), one per turn: the median call in ms. */
+  timeStats: async (request): Promise<number> => {
+    const stats = running().stats
+    if (stats === undefined) throw new Error('this contender keeps no stats()')
+    const times: number[] = []
+    for (let i = count(request, 'times'); i > 0; i--) {
+      const started = performance.now()
+      stats()
+      times.push(performance.now() - started)
+      await nextTurn()
+    }
+    return median(times)
   },
 
   /** `events` broadcasts `periodUs` apart, each timed; the schedule does not drift. */

@@ -13,11 +13,15 @@ export interface ContenderServer {
   close: () => Promise<void>
   /** Where the contender answers a Prometheus scrape, if it exports metrics. */
   metricsPath?: string
+  /** The library's own counts (tower-sse's `stats()`), for contenders that keep them. */
+  stats?: () => unknown
 }
 
 export interface ContenderOptions {
   /** Streams the server must accept (libraries with a cap get at least this). */
   maxClients: number
+  /** A comment to every stream this often (bench:scale's idle loop); without it, none. */
+  heartbeatMs?: number
 }
 
 export type StartContender = (options: ContenderOptions) => Promise<ContenderServer>

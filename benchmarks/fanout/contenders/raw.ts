@@ -4,12 +4,13 @@ import type { BenchEvent } from '../payload'
 import { STREAM_PATH, type StartContender } from './contender'
 
 const RETRY_FRAME = Buffer.from('retry: 5000\n\n')
+const HEARTBEAT_FRAME = Buffer.from(':\n\n')
 
 /**
  * The baseline: node:http and a Set of responses, each event serialised once and written to
  * every response. Nothing any library can do is cheaper, so every figure is a ratio to this.
  */
-export const startRaw: StartContender = async () => {
+export const startRaw: StartContender = async ({ heartbeatMs }) => {
   const streams = new Set<http.ServerResponse>()
   const server = http.createServer((request, response) => {
     if (request.url !== STREAM_PATH) {
@@ -26,6 +27,10 @@ export const startRaw: StartContender = async () => {
     response.on('close', () => streams.delete(response))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  // The same one-timer sweep tower-sse runs, so an idle loop compares like with like.
+  const heartbeat = heartbeatMs === undefined
+    ? undefined
+    : setInterval(() => { for (const response of streams) response.write(HEARTBEAT_FRAME) }, heartbeatMs)
   return {
     port: (server.address() as AddressInfo).port,
     size: () => streams.size,
@@ -34,6 +39,7 @@ export const startRaw: StartContender = async () => {
       for (const response of streams) response.write(frame)
     },
     close: async () => {
+      clearInterval(heartbeat)
       server.closeAllConnections()
       await new Promise<void>((resolve) => server.close(() => resolve()))
     }

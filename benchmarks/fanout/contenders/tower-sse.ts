@@ -15,7 +15,7 @@ export const startTowerSse: StartContender = (options) => startTowerSseWith(opti
 
 /** tower-sse as above, with `extra` options and routes (the metrics contender). */
 export async function startTowerSseWith (
-  { maxClients }: ContenderOptions, extra: TowerSseOptions = {}, routes: (app: FastifyInstance) => Promise<void> = async () => {}
+  { maxClients, heartbeatMs }: ContenderOptions, extra: TowerSseOptions = {}, routes: (app: FastifyInstance) => Promise<void> = async () => {}
 ): Promise<ContenderServer> {
   const app = benchFastify()
   await routes(app)
@@ -24,7 +24,7 @@ export async function startTowerSseWith (
     path: STREAM_PATH,
     maxClients,
     maxBufferedBytes: 64 * 1024 * 1024,
-    heartbeatMs: NEVER_MS,
+    heartbeatMs: heartbeatMs ?? NEVER_MS,
     maxAgeMs: 0,
     logIntervalMs: NEVER_MS
   })
@@ -33,6 +33,7 @@ export async function startTowerSseWith (
     port,
     size: () => app.sse.size,
     broadcast: (event: BenchEvent) => { void app.sse.broadcast(event) },
+    stats: () => app.sse.stats(),
     close: () => app.close()
   }
 }

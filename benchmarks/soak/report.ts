@@ -1,0 +1,214 @@
+import { existsSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+import type { TopLevelSpec } from 'vega-lite'
+import type { Target } from '../cluster/report'
+import { markdownTable } from '../lib/markdown-table'
+import { writeResults } from '../lib/results-files'
+import { vegaLiteSvg } from '../lib/vega-svg'
+import type { MachineLoad } from './machine'
+import type { SoakPlan } from './plan'
+import { counterIncrease, quarters, type QuarterCheck } from './samples'
+import type { SoakTraffic } from './soak'
+
+/** One soak run as soak.json holds it: the issue's figures first, then what they come from. */
+export interface SoakRun {
+  workers: number
+  bus: 'memory' | 'redis'
+  finishedAt: string
+  machine: MachineLoad
+  durationS: number
+  /** Connection attempts Tower counted (admitted + refused), counters summed over restarts. */
+  attempts: number
+  /** Notifies Tower accepted (answered 200): each one event published to every stream. */
+  publishes: number
+  lost: number
+  duplicated: number
+  outOfOrder: number
+  /** Steady clients that got a resync (the Redis restart may cost one each). */
+  resyncedClients: number
+  /**
+   * The most client-side TIME_WAIT sockets on Tower's port at any sample while the clients were
+   * there, leaving out the TIME_WAIT_S after each storm wave's stop: stopping autocannon aborts the
+   * connections Tower still held (tarpitted refusals, its admitted streams), so those are the
+   * bench's closes, counted apart in clientTimeWaitAfterWaveStops.
+   */
+  clientTimeWait: number
+  clientTimeWaitAfterWaveStops: number
+  /** Lines Tower printed over its life (start to stop, `towerLifeS`), and what the summary-log rule allows (see logBudget). */
+  logLines: number
+  logBudget: number
+  towerLifeS: number
+  fdsBaseline: number
+  fdsAfter: number
+  heap: QuarterCheck
+  rss: QuarterCheck
+  loopLagP99MaxMs: number
+  samples: SoakTraffic['samples']
+  traffic: Omit<SoakTraffic, 'samples' | 'durationS' | 'fdsBaseline' | 'fdsAfter'>
+  plan: SoakPlan
+  targets: Target[]
+}
+
+export interface SoakResults { runs: SoakRun[] }
+
+/**
+ * The lines Tower may print over `lifeS` seconds (its start to its stop) by the summary-log rule:
+ * per serving process, one summary per logIntervalMs window (a window begun counts, the last one
+ * flushed at stop), its "listening" line and its stop line. A cluster's primary adds its own start
+ * line, one "worker started" per worker and its stop line; the Redis run's incidents add each
+ * worker's "bus down" and "bus up again", and for the killed worker "died", "started" and its
+ * replacement's "listening".
+ */
+export function logBudget (plan: SoakPlan, lifeS: number): number {
+  const windows = Math.ceil(lifeS * 1000 / plan.tower.logIntervalMs)
+  const perWorker = windows + 2
+  if (plan.workers === 1) return perWorker
+  const primary = 1 + plan.workers + 1
+  const incidents = 2 * plan.workers + 3
+  return plan.workers * perWorker + primary + incidents
+}
+
+/** Linux keeps a TIME_WAIT socket 60 s (TCP_TIMEWAIT_LEN, fixed in the kernel). */
+export const TIME_WAIT_S = 60
+
+/** Whether a sample at `t` s may still see the TIME_WAIT sockets of a wave stopped at one of `stops`. */
+export function afterWaveStop (t: number, stops: readonly number[]): boolean {
+  return stops.some((stop) => t >= stop && t < stop + TIME_WAIT_S)
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString('en-US')
+const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
+
+/** The issue's soak targets, each judged on this run's own figures. */
+export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
+  const minutes = run.durationS / 60
+  const failedWaves = run.traffic.waves.filter((w) => w.failed !== null).length
+  const redis = run.workers > 1
+  return [
+    { target: '≥ 30 minutes', measured: `${minutes.toFixed(1)} min`, met: minutes >= 30 },
+    {
+      target: '≥ 500,000 connection attempts (admitted + refused)',
+      measured: int(run.attempts) + (failedWaves === 0 ? '' : ` (${failedWaves} storm wave(s) failed to start)`),
+      met: run.attempts >= 500_000
+    },
+    { target: '≥ 1,000,000 publishes', measured: int(run.publishes), met: run.publishes >= 1_000_000 },
+    { target: 'heap used: mean of the last quarter ≤ 1.10× the second quarter\'s', measured: `${mb(run.heap.last)} ÷ ${mb(run.heap.second)} MB = ${run.heap.ratio.toFixed(3)}×`, met: run.heap.ratio <= 1.1 },
+    { target: 'RSS: mean of the last quarter ≤ 1.10× the second quarter\'s', measured: `${mb(run.rss.last)} ÷ ${mb(run.rss.second)} MB = ${run.rss.ratio.toFixed(3)}×`, met: run.rss.ratio <= 1.1 },
+    { target: 'open files back to the baseline (±10) after the clients leave', measured: `${int(run.fdsAfter)} vs ${int(run.fdsBaseline)} before any client`, met: Math.abs(run.fdsAfter - run.fdsBaseline) <= 10 },
+    { target: 'event-loop lag p99 ≤ 50 ms (the worst 10 s window)', measured: `${run.loopLagP99MaxMs.toFixed(1)} ms`, met: run.loopLagP99MaxMs <= 50 },
+    {
+      target: `steady clients: 0 lost, 0 duplicated, 0 out of order${redis ? ' (a resync only where the Redis restart costs one)' : ', no resync'}`,
+      measured: `${int(run.lost)} lost, ${int(run.duplicated)} duplicated, ${int(run.outOfOrder)} out of order, ${int(run.resyncedClients)} clients resynced`,
+      met: run.lost + run.duplicated + run.outOfOrder === 0 && (redis || run.resyncedClients === 0)
+    },
+    {
+      target: 'client-side TIME_WAIT: 0',
+      measured: `at most ${int(run.clientTimeWait)} at a sample (${int(run.clientTimeWaitAfterWaveStops)} within ${TIME_WAIT_S} s of a storm wave's stop, left out: the bench aborting the storm's held connections)`,
+      met: run.clientTimeWait === 0
+    },
+    { target: 'log lines ≤ one per logIntervalMs window (per process) plus start and stop', measured: `${int(run.logLines)} lines in Tower's ${run.towerLifeS.toFixed(0)} s, budget ${int(run.logBudget)}`, met: run.logLines <= run.logBudget }
+  ]
+}
+
+/** The run's figures from its traffic and Tower's log: its line count once stopped, and its life in seconds. */
+export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, lifeS: number }, machine: MachineLoad): SoakRun {
+  const { samples, durationS, fdsBaseline, fdsAfter, ...rest } = traffic
+  const stops = traffic.waves.map((w) => w.stoppedS)
+  const total = (pick: (k: SoakTraffic['kinds'][number]) => number): number => traffic.kinds.reduce((sum, k) => sum + pick(k), 0)
+  const run: Omit<SoakRun, 'targets'> = {
+    workers: plan.workers,
+    bus: plan.workers > 1 ? 'redis' : 'memory',
+    finishedAt: new Date().toISOString(),
+    machine,
+    durationS,
+    attempts: counterIncrease([0, ...samples.map((s) => s.connects)]) + counterIncrease([0, ...samples.map((s) => s.refusals)]),
+    publishes: traffic.posts.accepted,
+    lost: total((k) => k.lost),
+    duplicated: total((k) => k.duplicated),
+    outOfOrder: total((k) => k.outOfOrder),
+    resyncedClients: total((k) => k.resyncs.filter(([n]) => n > 0).reduce((sum, [, clients]) => sum + clients, 0)),
+    clientTimeWait: Math.max(0, ...samples.filter((s) => !afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
+    clientTimeWaitAfterWaveStops: Math.max(0, ...samples.filter((s) => afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
+    logLines: towerLog.lines,
+    logBudget: logBudget(plan, towerLog.lifeS),
+    towerLifeS: towerLog.lifeS,
+    fdsBaseline,
+    fdsAfter,
+    heap: quarters(samples, durationS, (s) => s.heapUsedBytes),
+    rss: quarters(samples, durationS, (s) => s.rssBytes),
+    loopLagP99MaxMs: Math.max(...samples.map((s) => s.loopLagP99Ms)),
+    samples,
+    traffic: rest,
+    plan
+  }
+  return { ...run, targets: soakTargets(run) }
+}
+
+function runMarkdown (run: SoakRun): string {
+  const out: string[] = [`## ${run.workers === 1 ? 'One process, memory bus' : `${run.workers} workers (node:cluster), Redis bus, Redis restarted and a worker killed`} (${run.plan.name} plan, finished ${run.finishedAt})`, '']
+  out.push(`Machine: ${run.machine.cpus} CPUs, load average ${run.machine.loadBefore.join(' / ')} before, ${run.machine.loadAfter.join(' / ')} after (1/5/15 min).`, '')
+  const { plan, traffic } = run
+  const steady = plan.steady.groups.map((g) => `${g.size} ${g.population}`).join(', ')
+  out.push(`${(run.durationS / 60).toFixed(1)} min of traffic: ${plan.steady.seqClients} tower-sse/client tabs and ${plan.steady.seqEventSources} spec EventSources accounted by sequence number, plus ${steady} (storm/populations); every stream ended by Tower after maxAgeMs ${int(plan.tower.maxAgeMs)} ± ${int(plan.tower.maxAgeJitterMs)} ms, so all of them churn. ` +
+    `${traffic.waves.length} storm waves of ${plan.storm.durationMs / 1000} s (autocannon offering ${int(plan.storm.perSec)}/s on as many connections, a new TCP connection per request, Retry-After ignored; what arrives is what Tower's tarpit lets through: see attempts below; its own clientId, held to ${plan.storm.slots} streams by --max-clients-per-key). ` +
+    `Notifies: ${plan.notify.perSec}/s one at a time plus ${plan.notify.burstSize} back to back every ${plan.notify.burstEveryMs / 1000} s; ${int(traffic.posts.posted)} posted, ${int(traffic.posts.accepted)} accepted, ${int(traffic.posts.unanswered)} unanswered${Object.keys(traffic.posts.refused).length === 0 ? '' : `, refused: ${Object.entries(traffic.posts.refused).map(([status, n]) => `${int(n)}× ${status}`).join(', ')}`}.`, '')
+  if (traffic.incidents.length > 0) out.push(`Incidents: ${traffic.incidents.map((i) => `${i.what} at ${i.atS.toFixed(0)} s`).join('; ')}.`, '')
+  out.push(markdownTable(['target', 'measured (this run)', 'met'], run.targets.map((t) => [t.target, t.measured, t.met ? 'met' : '**NOT met**']), ['left', 'left', 'left']), '')
+  out.push(markdownTable(
+    ['steady clients', 'accounted', 'events received', 'lost', 'covered by a resync', 'duplicated', 'out of order', 'resyncs (clients × count)', 'refusals', 'closed for good'],
+    traffic.kinds.map((k) => [k.kind === 'client' ? 'tower-sse/client' : 'EventSource (eventsource 4.1)', int(k.clients), int(k.received), int(k.lost), int(k.coveredByResync), int(k.duplicated), int(k.outOfOrder), k.resyncs.map(([n, c]) => `${int(c)}×${n}`).join(' '), int(k.refusals), int(k.closedForGood)]),
+    ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'left', 'right', 'right']
+  ), '')
+  out.push(markdownTable(
+    ['storm wave', 'at s', 'attempts (client-counted)', 'admitted', 'refused', 'errors'],
+    traffic.waves.map((w, i) => [String(i + 1), w.atS.toFixed(0), int(w.attempts), int(w.opened), int(w.refused), w.failed ?? (Object.entries(w.errors).map(([code, n]) => `${int(n)} ${code}`).join(', ') || 'none')]),
+    ['right', 'right', 'right', 'right', 'right', 'left']
+  ), '')
+  const every = Math.max(1, Math.ceil(run.samples.length / 12))
+  out.push(`Samples (every ${every === 1 ? '' : `${every}th of the `}${plan.sampleEveryMs / 1000} s readings of Tower's GET /metrics${run.workers > 1 ? ', summed over the cluster by its primary' : ''}):`, '')
+  out.push(markdownTable(
+    ['t s', 'heap MB', 'RSS MB', 'open files', 'loop lag p99 ms', 'streams', 'log lines'],
+    run.samples.filter((_, i) => i % every === 0 || i === run.samples.length - 1).map((s) => [s.t.toFixed(0), mb(s.heapUsedBytes), mb(s.rssBytes), int(s.openFds), s.loopLagP99Ms.toFixed(1), int(s.streams), int(s.logLines)]),
+    ['right', 'right', 'right', 'right', 'right', 'right', 'right']
+  ), '')
+  return out.join('\n')
+}
+
+export function soakMarkdown (results: SoakResults): string {
+  return ['# bench:soak', '', 'The seed\'s 2.5 days of traffic compressed; each run judged on its own figures only.', '', ...results.runs.map(runMarkdown)].join('\n')
+}
+
+export async function soakChart (results: SoakResults): Promise<string> {
+  const values = results.runs.flatMap((run) => run.samples.flatMap((s) => [
+    { run: `${run.workers} × ${run.bus}`, series: 'heap used MB', t: s.t, value: s.heapUsedBytes / 1024 / 1024 },
+    { run: `${run.workers} × ${run.bus}`, series: 'RSS MB', t: s.t, value: s.rssBytes / 1024 / 1024 },
+    { run: `${run.workers} × ${run.bus}`, series: 'open files', t: s.t, value: s.openFds }
+  ]))
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
+    title: 'Tower over the soak (its own /metrics, every 10 s)',
+    data: { values },
+    facet: { row: { field: 'series', type: 'nominal', title: null }, column: { field: 'run', type: 'nominal', title: null } },
+    spec: {
+      width: 360,
+      height: 120,
+      mark: { type: 'line', strokeWidth: 1.5 },
+      encoding: {
+        x: { field: 't', type: 'quantitative', title: 'seconds into the run' },
+        y: { field: 'value', type: 'quantitative', title: null, scale: { zero: true } }
+      }
+    },
+    resolve: { scale: { y: 'independent', x: 'independent' } }
+  }
+  return await vegaLiteSvg(spec)
+}
+
+/** Writes soak.{json,md,svg} into `dir`, keeping a run with the other worker count already there. */
+export async function writeSoakReport (dir: string, run: SoakRun): Promise<string> {
+  const file = path.join(dir, 'soak.json')
+  const kept = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as SoakResults).runs.filter((r) => r.workers !== run.workers) : []
+  const results: SoakResults = { runs: [...kept, run].sort((a, b) => a.workers - b.workers) }
+  const markdown = soakMarkdown(results)
+  writeResults(dir, 'soak', results, markdown, await soakChart(results))
+  return markdown
+}

@@ -1,0 +1,45 @@
+/**
+ * `npm run bench:soak [-- --quick] [-- --workers=2]`: Tower as `npm start` runs it, under the
+ * seed's traffic compressed (see plan.ts), sampled from its own /metrics every 10 s; with
+ * --workers=2 on a redis-server of its own, restarted inside the run, and a worker killed. Every
+ * process it starts is killed at the end, on error and on Ctrl-C. Results:
+ * benchmarks/results/soak.{json,md,svg} (a quick or shortened run's in benchmarks/results/tmp/).
+ */
+import path from 'node:path'
+import { killAllGroups } from '../cluster/processes'
+import { RedisServer } from '../cluster/redis-server'
+import { towerBench, TowerProcess } from '../cluster/tower'
+import { machineLoad } from './machine'
+import { parseArgs, towerFlags, USAGE } from './plan'
+import { soakRun, writeSoakReport } from './report'
+import { runSoakTraffic } from './soak'
+
+const log = (line: string): void => { process.stderr.write(`[soak] ${new Date().toISOString().slice(11, 19)} ${line}\n`) }
+
+async function main (): Promise<void> {
+  const bench = towerBench(parseArgs(process.argv.slice(2)), USAGE, __dirname)
+  if (bench === null) return
+  const { plan, cli, dir } = bench
+  const machine = machineLoad()
+  const redis = plan.workers > 1 ? await RedisServer.start() : null
+  const towerStart = Date.now()
+  const tower = await TowerProcess.start({ cli, workers: plan.workers, redisUrl: redis?.url, flags: towerFlags(plan) })
+  log(`Tower (${plan.workers} worker(s), ${redis === null ? 'memory bus' : `Redis on ${redis.port}`}) on port ${tower.port}; ${plan.durationMs / 60_000} min`)
+  try {
+    const traffic = await runSoakTraffic(plan, tower, redis, log)
+    await tower.shutdown(10_000)
+    const run = soakRun(plan, traffic, { lines: tower.logLines, lifeS: (Date.now() - towerStart) / 1000 }, machineLoad(machine))
+    process.stdout.write(await writeSoakReport(dir, run) + '\n')
+    log(`wrote ${path.join(dir, 'soak.{json,md,svg}')}`)
+  } finally {
+    tower.stop()
+    await redis?.kill()
+    killAllGroups()
+  }
+}
+
+main().catch((error: Error) => {
+  killAllGroups()
+  process.stderr.write(`bench:soak: ${error.stack ?? error.message}\n`)
+  process.exit(1)
+})
