@@ -5,8 +5,9 @@
  * epoch's start marker (`m`) and the run_id of the server that last vouched for it (`r`). Every
  * entry carries its epoch and a contiguous per-epoch sequence number, so a reader or a history read
  * sees any hole (trim past a cursor, XDEL, a lost tail) as a jump in `n`. A new epoch starts with a
- * marker entry (`n` 0) that names the epoch and last sequence number it replaces (`p`, `q`), so a
- * reader that had delivered exactly up to `q` knows it lost nothing.
+ * marker entry (`n` 0); when it replaces an epoch because the server changed, it names that epoch
+ * and its last sequence number (`p`, `q`), so a reader that had delivered exactly up to `q` knows
+ * it lost nothing (the new server holds a prefix of the old history, never other events).
  *
  * A new epoch is made when the meta hash is gone (flush, restart without persistence, eviction),
  * when the caller is connected to a server of another run_id that cannot prove it lost nothing
@@ -47,7 +48,8 @@ local epoch = current[1]
 if not epoch then
   epoch = rotate(false, false)
 elseif mode == 'rotate' and epoch == ARGV[9] then
-  epoch = rotate(epoch, current[2])
+  -- A rollback was seen: sequence numbers may have been reused, so the marker vouches for nothing.
+  epoch = rotate(false, false)
 elseif current[3] ~= ARGV[3] then
   if ARGV[4] == '1' then redis.call('HSET', meta, 'r', ARGV[3]) else epoch = rotate(epoch, current[2]) end
 end
