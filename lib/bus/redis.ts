@@ -211,8 +211,8 @@ export class RedisBus implements Bus {
         if (reply[0] === 'ok') {
           const position = positionOf(reply[1], reply[2])
           waiter.id = formatEventId(position)
+          // Delivered by the reader, or (below what it delivered: a rollback) settled by its check.
           waiter.position = position
-          this.checkPublished(reply[1], reply[2], Number(reply[3]))
           return
         }
         this.settle(token, waiter)
@@ -467,17 +467,6 @@ export class RedisBus implements Bus {
         waiter.resolve({ id: waiter.id as string, delivered: 0 })
       }
     }
-  }
-
-  /**
-   * A publish's own answer can show a rollback before the reader does: an id or sequence number
-   * at or below what was delivered here, in the same epoch (a stream that went back, a clock that
-   * had run ahead). The reader would wait above it forever; retire the epoch now.
-   */
-  private checkPublished (epoch: string, id: string, seq: number): void {
-    if (epoch !== this.epoch || (seq > this.lastSeq && compareStreamIds(id, this.cursor) > 0)) return
-    this.recheck = true
-    this.run(this.publisher, 'rotate', this.publisherFacts as ServerFacts).catch(() => undefined)
   }
 
   private deliverEntry (id: string, fields: string[]): void {
