@@ -2,6 +2,7 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { SseStats } from '../registry'
+import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
 export interface InstanceStats {
@@ -18,6 +19,7 @@ export interface InstanceStats {
 }
 
 const TTL_MS = 3000
+const CLOSE_TIMEOUT_MS = 500
 
 const COUNTS = ['pid', 'current', 'peak', 'accepted', 'rejected', 'seenAt'] as const
 
@@ -88,7 +90,8 @@ export class InstanceBoard {
   }
 
   async close (): Promise<void> {
-    await this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined)
+    // Bounded: a stalled Redis must not hold the shutdown (the key expires by itself anyway).
+    await withTimeout(this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined), CLOSE_TIMEOUT_MS)
     this.redis.disconnect()
   }
 }
