@@ -83,6 +83,27 @@ t.test('restart from an RDB snapshot losing a tail: a client resuming from befor
   t.equal(a.app.sse.stats().bus.discontinuities, 1)
 })
 
+t.test('restart from a snapshot holding every event delivered: the live stream goes on without a resync', async (t) => {
+  const redis = await server(t, { persistent: true })
+  const key = `g${++keys}`
+  const a = await instance(t, redis.url, key)
+  const live = await open(t, a)
+  await waitFor('open', () => a.app.sse.size === 1)
+  for (let n = 0; n < 3; n++) await a.app.sse.broadcast({ n })
+  await redis.command('SAVE')
+  await redis.kill()
+  await redis.start()
+  await waitFor('the bus to be up again', () => a.app.sse.stats().bus.state === 'up', 10_000)
+  let published = false
+  for (let tries = 0; !published && tries < 50; tries++) {
+    published = await a.app.sse.broadcast({ n: 3 }).then(() => true, async () => { await new Promise((resolve) => setTimeout(resolve, 100)); return false })
+  }
+  t.ok(published, 'publishing again after the restart')
+  await waitFor('3 on the live stream', () => received(live).at(-1) === 3)
+  t.same(received(live), [0, 1, 2, 3], 'the new epoch\'s marker names the last event this stream had: nothing lost, no resync')
+  t.equal(a.app.sse.stats().bus.discontinuities, 0)
+})
+
 t.test('ids going backwards inside an epoch: publishes settle, streams resync, delivery goes on', async (t) => {
   const redis = await server(t)
   const key = `g${++keys}`
@@ -180,6 +201,21 @@ t.test('a backlog of 4 KB events after a pause: caught up without dropping a hea
   await waitFor('every stream to get all 600', () => streams.every((c) => c.events.length === 600), 10_000)
   t.equal(b.app.sse.stats().dropped, 0, 'no stream dropped as slow')
   for (const c of streams) t.same(received(c), Array.from({ length: 600 }, (_, n) => n))
+})
+
+t.test('publishes in flight are bounded: beyond maxPendingPublishes refused at once, the rest settle at their deadline', async (t) => {
+  const redis = await server(t)
+  const proxy = await startPausableProxy(redis.port)
+  t.teardown(() => proxy.close())
+  const b = await instance(t, proxy.url, `g${++keys}`, { maxPendingPublishes: 2, publishTimeoutMs: 300 })
+  proxy.pause()
+  const waiting = [b.app.sse.broadcast({ n: 0 }), b.app.sse.broadcast({ n: 1 })].map((p) => p.then(() => 'published', (e: { code: string }) => e.code))
+  await t.rejects(b.app.sse.broadcast({ n: 2 }), { code: 'TOWER_SSE_BUS_BUSY', statusCode: 503 })
+  t.same(await Promise.all(waiting), ['TOWER_SSE_PUBLISH_UNKNOWN', 'TOWER_SSE_PUBLISH_UNKNOWN'])
+  proxy.resume()
+  // The watchdog's TIME went after both scripts on the same connection: answered, they were run (or refused).
+  await waitFor('the bus to be up again', () => b.app.sse.stats().bus.state === 'up')
+  t.equal(await redis.command('XLEN', `g${keys}:stream`), 1, 'only the marker: Redis refused both when they reached it')
 })
 
 t.test('evictable keys: allkeys-* refuses the register with a coded error naming the setting; volatile-* is fine', async (t) => {
