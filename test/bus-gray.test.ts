@@ -104,6 +104,22 @@ t.test('restart from a snapshot holding every event delivered: the live stream g
   t.equal(a.app.sse.stats().bus.discontinuities, 0)
 })
 
+t.test('an entry deleted from the middle of the stream: a resume across the hole gets a resync, not the rest', async (t) => {
+  const redis = await server(t)
+  const key = `g${++keys}`
+  const a = await instance(t, redis.url, key)
+  const ids: string[] = []
+  for (let n = 0; n < 6; n++) ids.push((await a.app.sse.broadcast({ n })).id)
+  await redis.command('XDEL', `${key}:stream`, ids[3].split('-').slice(1).join('-'))
+  const fresh = await instance(t, redis.url, key)
+  const across = await open(t, fresh, { 'last-event-id': ids[1] })
+  t.equal((await across.nextEvent(0)).event, 'resync', 'found its id, but not every event after it')
+  const after = await open(t, fresh, { 'last-event-id': ids[4] })
+  await fresh.app.sse.broadcast({ n: 6 })
+  await waitFor('the events after the hole', () => received(after).at(-1) === 6)
+  t.same(received(after), [5, 6], 'a resume that does not cross the hole replays')
+})
+
 t.test('ids going backwards inside an epoch: publishes settle, streams resync, delivery goes on', async (t) => {
   const redis = await server(t)
   const key = `g${++keys}`
