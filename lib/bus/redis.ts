@@ -179,7 +179,8 @@ export class RedisBus implements Bus {
   publish (message: BusMessage): Promise<Published> {
     if (this.closed) return Promise.reject(new BusClosedError())
     const facts = this.publisherFacts
-    if (this.publisher.status !== 'ready' || facts === null) return Promise.reject(new BusUnavailableError(`Redis connection is ${this.publisher.status}`))
+    if (this.publisher.status !== 'ready') return Promise.reject(new BusUnavailableError(`Redis connection is ${this.publisher.status}`))
+    if (facts === null) return Promise.reject(new BusUnavailableError('Redis reconnected and is not checked yet (which server, whether it lost anything)'))
     if (this.stalled) return Promise.reject(new BusUnavailableError(`Redis has not answered for over ${STALL_MS} ms`))
     if (this.waiters.size >= this.options.maxPendingPublishes) return Promise.reject(new BusBusyError(this.waiters.size))
     const token = `${this.origin}:${++this.published}`
@@ -325,8 +326,11 @@ export class RedisBus implements Bus {
 
   private readonly learnPublisher = (): void => {
     this.publisherFacts = null
+    this.noteState()
     this.factsOf(this.publisher).then((facts) => {
-      if (this.publisher.status === 'ready') this.publisherFacts = facts
+      if (this.publisher.status !== 'ready') return
+      this.publisherFacts = facts
+      this.noteState()
     }, () => this.publisher.disconnect(true))
   }
 
@@ -361,13 +365,14 @@ export class RedisBus implements Bus {
   }
 
   private isUp (): boolean {
-    return !this.closed && !this.stalled && this.publisher.status === 'ready' && this.reader.status === 'ready'
+    return !this.closed && !this.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready'
   }
 
   /** One log line per change of state, not one per failed reconnect. */
   private readonly noteState = (): void => {
     const up = this.isUp()
-    if (up === this.wasUp || this.closed) return
+    // Before subscribe() is done there is no state to report yet.
+    if (up === this.wasUp || this.closed || this.epoch === null) return
     this.wasUp = up
     if (up) this.options.log.info('tower-sse: Redis bus is up again; reading on from the last delivered event')
     else this.options.log.warn('tower-sse: Redis bus is down or not answering; streams stay open, broadcasts are refused until it is back')
