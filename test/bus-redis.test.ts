@@ -5,6 +5,7 @@ import { DEFAULTS } from '../lib/options'
 import type { TowerSseOptions } from '../lib/index'
 import { busContract } from './fixtures/bus-contract'
 import { startApp, type TestApp } from './fixtures/app'
+import { received } from './fixtures/bus-instances'
 import { startRedis, type RedisServer } from './fixtures/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
@@ -30,10 +31,6 @@ function numbers (c: SseConnection): number[] {
   return c.events.filter((e) => e.event !== 'resync').map((e) => JSON.parse(e.data).n)
 }
 
-/** What a stream got, in order: each event's n, or 'resync'. */
-function received (c: SseConnection): Array<number | 'resync'> {
-  return c.events.map((e) => e.event === 'resync' ? 'resync' : JSON.parse(e.data).n)
-}
 
 /** A bus of its own on the test's server, with the plugin's defaults unless told. */
 function bus (key = freshKey(), options: Partial<RedisBusOptions> = {}): RedisBus {

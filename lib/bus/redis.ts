@@ -97,6 +97,8 @@ export class RedisBus implements Bus {
   private lastSeq = 0
   private cursor = '0-0'
   private publisherFacts: ServerFacts | null = null
+  /** What the reader's server said when it connected (the idle check needs no more: a new server means a new connection). */
+  private readerFacts: ServerFacts | null = null
   private published = 0
   private delivered = 0
   private reads = 0
@@ -145,6 +147,7 @@ export class RedisBus implements Bus {
     }
     // A new connection may be to another server (a restart, a failover): learn who it is before publishing.
     this.publisher.on('ready', this.learnPublisher)
+    this.reader.on('ready', () => { this.readerFacts = null })
     this.watchdog = setInterval(this.probe, WATCHDOG_MS).unref()
   }
 
@@ -425,7 +428,8 @@ export class RedisBus implements Bus {
    * gone, so the epoch is retired for every instance.
    */
   private async checkContinuity (): Promise<void> {
-    const facts = await this.factsOf(this.reader)
+    const facts = this.readerFacts ?? await this.factsOf(this.reader)
+    this.readerFacts = facts
     let [, epoch, seq, marker] = await this.run(this.reader, 'check', facts) as MetaReply
     if (epoch === this.epoch) {
       const [tail] = await this.reader.xrevrange(this.streamKey, '+', '-', 'COUNT', 1) as StreamEntry[]
