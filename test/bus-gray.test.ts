@@ -107,3 +107,14 @@ t.test('evictable keys: allkeys-* refuses the register with a coded error naming
   const ok = await instance(t, lru.url, `g${++keys}`)
   t.equal(ok.app.sse.stats().bus.state, 'up', 'our keys carry no TTL: volatile-* cannot evict them')
 })
+
+t.test('CONFIG disabled (managed Redis): register goes on and says once what it could not check', async (t) => {
+  const managed = await server(t, { args: ['--rename-command', 'CONFIG', ''] })
+  const lines: string[] = []
+  const stream = { write: (line: string) => { lines.push(line) } }
+  const started = await startApp({ redis: managed.url }, { logger: { level: 'info', stream } })
+  t.teardown(() => started.app.close())
+  t.equal(started.app.sse.stats().bus.state, 'up')
+  t.equal(lines.filter((line) => line.includes('CONFIG')).length, 1, 'one line')
+  t.match(lines.find((line) => line.includes('CONFIG')), /maxmemory-policy.*resync/)
+})

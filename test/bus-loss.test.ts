@@ -46,6 +46,21 @@ t.test('restart from a snapshot holding every event delivered: the live stream g
   t.equal(a.app.sse.stats().bus.discontinuities, 0)
 })
 
+t.test('restart of a server that provably loses nothing (AOF, fsync always): no resync, and old ids still resume', async (t) => {
+  const { redis, key, a, live } = await liveInstance(t, { persistent: true, args: ['--appendonly', 'yes', '--appendfsync', 'always'] })
+  const ids: string[] = []
+  for (let n = 0; n < 3; n++) ids.push((await a.app.sse.broadcast({ n })).id)
+  await redis.kill()
+  await redis.start()
+  const fresh = await instance(t, redis.url, key)
+  const resumed = await open(t, fresh, { 'last-event-id': ids[0] })
+  await waitFor('the replay', () => resumed.events.length === 2)
+  t.same(received(resumed), [1, 2], 'the epoch survived the restart: replayed, not resynced')
+  await fresh.app.sse.broadcast({ n: 3 })
+  await waitFor('3 on the old instance\'s live stream', () => received(live).at(-1) === 3, 10_000)
+  t.same(received(live), [0, 1, 2, 3], 'no resync')
+})
+
 t.test('an entry deleted from the middle of the stream: a resume across the hole gets a resync, not the rest', async (t) => {
   const redis = await server(t)
   const key = `l${++keys}`
