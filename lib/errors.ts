@@ -48,6 +48,25 @@ export const BusUnavailableError = createError<[string]>(
 export const BusClosedError = createError(
   'TOWER_SSE_BUS_CLOSED', 'tower-sse: the event bus is closed, the event was not published', 503)
 
+/** broadcast() while maxPendingPublishes publishes await Redis: refused at once, NOT published. */
+export const BusBusyError = createError<[number]>(
+  'TOWER_SSE_BUS_BUSY', 'tower-sse: %d publishes are already waiting for the event bus; the event was not published', 503)
+
+/**
+ * broadcast()'s deadline passed after the event was sent to Redis and before its answer: it may
+ * have been published or not. Retry with the same idempotencyKey: it lands at most once.
+ */
+export const PublishOutcomeUnknownError = createError<[number]>(
+  'TOWER_SSE_PUBLISH_UNKNOWN', 'tower-sse: no answer from the event bus within %d ms: the event may or may not be published (retry with the same idempotencyKey)', 503)
+
+/** Redis may evict the bus's keys (maxmemory-policy allkeys-*): events could vanish unseen. */
+export const BusEvictableError = createError<[string]>(
+  'TOWER_SSE_BUS_EVICTABLE', 'tower-sse: Redis maxmemory-policy is %s, which may evict the bus\'s keys and lose events silently; set maxmemory-policy to noeviction (or a volatile-* policy)', 500)
+
+/** broadcast()'s idempotencyKey is not 1-128 characters of A-Z a-z 0-9 _ . : + / = - */
+export const BroadcastIdempotencyKeyError = createError<[string]>('TOWER_SSE_BAD_IDEMPOTENCY_KEY',
+  'tower-sse: broadcast idempotencyKey must be 1-128 characters of A-Z a-z 0-9 _ . : + / = -, got %s', 500, TypeError)
+
 /** broadcast()'s idProperty is not an identifier, or the data cannot carry it. */
 export const BroadcastIdPropertyError = createError<[string]>('TOWER_SSE_BAD_ID_PROPERTY', 'tower-sse: broadcast idProperty %s', 500, TypeError)
 
@@ -67,5 +86,9 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_REGISTRY_FULL: RegistryFullError,
   TOWER_SSE_BUS_UNAVAILABLE: BusUnavailableError,
   TOWER_SSE_BUS_CLOSED: BusClosedError,
-  TOWER_SSE_BAD_ID_PROPERTY: BroadcastIdPropertyError
+  TOWER_SSE_BAD_ID_PROPERTY: BroadcastIdPropertyError,
+  TOWER_SSE_BUS_BUSY: BusBusyError,
+  TOWER_SSE_PUBLISH_UNKNOWN: PublishOutcomeUnknownError,
+  TOWER_SSE_BUS_EVICTABLE: BusEvictableError,
+  TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError
 })

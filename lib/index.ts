@@ -116,9 +116,11 @@ export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export type { NormalizedOptions } from './options'
 export { isValidTopic } from './subscription'
+export { IDEMPOTENCY_KEY } from './registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
-  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError
+  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BroadcastIdempotencyKeyError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'

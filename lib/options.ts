@@ -100,8 +100,14 @@ export interface TowerSseOptions {
    * same Redis shares broadcasts, ids and history. Omitted: the in-memory bus (one process).
    */
   redis?: string | RedisClientLike
-  /** Prefix of the Redis keys (`<redisKey>:stream`, `<redisKey>:epoch`): one per event stream. */
+  /** Prefix of the Redis keys (`<redisKey>:stream`, `<redisKey>:meta`, `<redisKey>:idem:*`): one per event stream. */
   redisKey?: string
+  /** broadcast() settles within this many ms; Redis itself refuses a publish it would run later. */
+  publishTimeoutMs?: number
+  /** Publishes awaiting Redis at once; beyond it broadcast() is refused at once (TOWER_SSE_BUS_BUSY). */
+  maxPendingPublishes?: number
+  /** How long an idempotencyKey of broadcast() is remembered: a retry within it lands no second event. */
+  idempotencyWindowMs?: number
 }
 
 type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis'
@@ -133,7 +139,10 @@ export const DEFAULTS = Object.freeze({
   connectBurst: 0,
   drainMs: 500,
   stormConnectsPerMinute: 1000,
-  redisKey: 'tower-sse'
+  redisKey: 'tower-sse',
+  publishTimeoutMs: 1000,
+  maxPendingPublishes: 1000,
+  idempotencyWindowMs: 300_000
 })
 
 type IntegerRule = { min: number, max?: number }
@@ -159,7 +168,10 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
   maxConnectsPerSecond: { min: 0 },
   connectBurst: { min: 0 },
   drainMs: { min: 0, max: 60_000 },
-  stormConnectsPerMinute: { min: 1 }
+  stormConnectsPerMinute: { min: 1 },
+  publishTimeoutMs: { min: 1, max: 60_000 },
+  maxPendingPublishes: { min: 1 },
+  idempotencyWindowMs: { min: 1, max: 2 ** 31 - 1 }
 }
 
 // What a URL path carries unencoded (RFC 3986 pchar), less `%` and `*`. Fastify matches a route

@@ -3,7 +3,7 @@ import type { CloseReason, StreamGauges } from './outcomes'
 import type { StreamStats } from './stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from './encoder'
-import { BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from './errors'
+import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from './errors'
 import type { EventPosition, ParsedEventId } from './event-id'
 import { History, type HistoryEntry } from './history'
 import type { RandomSource } from './jitter'
@@ -15,6 +15,8 @@ import { isValidTopic } from './subscription'
 const DRAIN_STEP_MS = 50
 
 const ID_PROPERTY = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/
+/** What an idempotency key may hold: a UUID, a ULID, base64 or a producer's own counter. */
+export const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:+/=-]{1,128}$/
 
 export interface BroadcastOptions {
   /** The `event:` field; omitted means a plain `message`. */
@@ -26,6 +28,11 @@ export interface BroadcastOptions {
    * it): the id is assigned by the bus, so this is how the data can carry the same id as `id:`.
    */
   idProperty?: string
+  /**
+   * A retry with the same key within idempotencyWindowMs publishes nothing new and resolves with
+   * the first publish's id: retrying after TOWER_SSE_PUBLISH_UNKNOWN (or any 503) is then safe.
+   */
+  idempotencyKey?: string
 }
 
 /** What broadcast() resolves with. */
@@ -62,7 +69,7 @@ export class SseRegistry {
 
   /** Subscribes to the bus: from then on every event it delivers is fanned out here. */
   async start (): Promise<void> {
-    const from = await this.bus.subscribe((event) => this.deliver(event))
+    const from = await this.bus.subscribe((event) => this.deliver(event), (at, reason) => this.lost(at, reason))
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, from.floor)
     this.last ??= from.last
   }
@@ -128,15 +135,18 @@ export class SseRegistry {
    * streams of this instance it was queued for (memory bus: already resolved, frames written).
    */
   broadcast (data: unknown, options: BroadcastOptions = {}): Promise<BroadcastResult> {
-    const { event, topic, idProperty } = options
+    const { event, topic, idProperty, idempotencyKey } = options
     try {
+      if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
+        throw new BroadcastIdempotencyKeyError(JSON.stringify(idempotencyKey))
+      }
       if (topic !== undefined && !isValidTopic(topic)) {
         throw new BroadcastTopicError(JSON.stringify(topic))
       }
       if (event !== undefined) checkField('event', event)
       const text = dataText(data)
       if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
-      return this.bus.publish({ data: text, event, topic, idProperty }).then((published) => {
+      return this.bus.publish({ data: text, event, topic, idProperty, idempotencyKey }).then((published) => {
         this.stats.broadcast()
         return published
       })
@@ -163,6 +173,21 @@ export class SseRegistry {
     this.stats.delivered()
     timed?.()
     return delivered
+  }
+
+  /**
+   * The bus cannot vouch for continuity up to `at` (events were lost, trimmed past this instance,
+   * or rolled back): every stream here gets a resync carrying `at`, the ring restarts there, and
+   * resumes under way end in that resync too.
+   */
+  private lost (at: { id: string, position: EventPosition }, reason: string): void {
+    this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, at.position)
+    this.last = at
+    const frame = this.resyncFrame(reason)
+    for (const client of this.clients.values()) {
+      this.resumes.forget(client)
+      client.write(frame)
+    }
   }
 
   frameOf (event: BusEvent): HistoryEntry {

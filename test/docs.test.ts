@@ -7,9 +7,6 @@ const ROOT = path.resolve(__dirname, '..')
 const README = 'README.md'
 /** Every page of the docs, as paths from the repository root. */
 const PAGES = [README, 'benchmarks/README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
-// Pages other helpers are writing in parallel: a link to one is accepted while it is missing. The
-// lead empties this list at merge, when they exist.
-const PENDING = new Set(['docs/bus-guarantees.md', 'docs/bus-operations.md', 'docs/proxies.md'])
 
 const markdown = new MarkdownIt({ html: true })
 type Token = ReturnType<MarkdownIt['parse']>[number]
@@ -46,7 +43,7 @@ function problem (link: Link, pages: Map<string, Set<string>>): string | null {
   const [target, anchor] = link.href.split('#', 2) as [string, string | undefined]
   const file = target === '' ? link.from : path.posix.normalize(path.posix.join(path.posix.dirname(link.from), decodeURIComponent(target)))
   const stat = statSync(path.join(ROOT, file), { throwIfNoEntry: false })
-  if (stat === undefined) return PENDING.has(file) ? null : `${file} does not exist`
+  if (stat === undefined) return `${file} does not exist`
   if (anchor === undefined) return null
   const anchors = pages.get(file)
   if (anchors === undefined) return `#${anchor} points into ${file}, which is not a docs page`

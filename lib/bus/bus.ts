@@ -15,6 +15,11 @@ export interface BusMessage {
   readonly topic?: string
   /** Put the assigned id into the (JSON object) data under this property when encoding. */
   readonly idProperty?: string
+  /**
+   * A retry of a publish with the same key, within the bus's idempotency window, lands no second
+   * event: it resolves with the first publish's id (and `delivered` 0).
+   */
+  readonly idempotencyKey?: string
 }
 
 /** One event as delivered: the message plus the position and id the bus gave it. */
@@ -32,8 +37,11 @@ export interface Published {
 
 export type BusRead =
   | { kind: 'events', events: BusEvent[] }
-  /** The bus no longer holds (or never held) the position: the client must resync. */
-  | { kind: 'gone', reason: 'too-old' | 'unknown' }
+  /**
+   * The client must resync: the bus no longer holds the position ('too-old'), never held it or
+   * cannot vouch for its epoch ('unknown'), or holds it but lost events after it ('lost').
+   */
+  | { kind: 'gone', reason: 'too-old' | 'unknown' | 'lost' }
 
 export interface BusStats {
   kind: 'memory' | 'redis'
@@ -45,10 +53,15 @@ export interface BusStats {
   reads: number
   /** Milliseconds between the newest delivered event's publication and its delivery here. */
   lagMs: number
+  /** Times this instance could not prove continuity (lost, trimmed or rolled-back events) and resynced its streams. */
+  discontinuities: number
 }
 
 /** Called once per event, in order; returns how many local streams it was written to. */
 export type Deliver = (event: BusEvent) => number
+
+/** Where delivery goes on after a discontinuity, and why; every stream here must resync. */
+export type Lost = (at: { id: string, position: EventPosition }, reason: string) => void
 
 /** Where the hub's history starts when an instance joins the bus. */
 export interface StartPoint {
@@ -61,9 +74,15 @@ export interface StartPoint {
 export interface Bus {
   /** Whether other instances publish too: a client may then come back with an id this instance has not delivered yet. */
   readonly shared: boolean
-  /** Registers this instance's one delivery callback; resolves once the bus can publish. */
-  subscribe (deliver: Deliver): Promise<StartPoint>
-  /** Assigns the next position; resolves once the bus has the event and this instance has delivered it. */
+  /**
+   * Registers this instance's one delivery callback, and the one told when delivery cannot go on
+   * without a gap (events after `at` follow); resolves once the bus can publish.
+   */
+  subscribe (deliver: Deliver, lost: Lost): Promise<StartPoint>
+  /**
+   * Assigns the next position; resolves once the bus has the event and this instance has delivered
+   * it, or rejects with a coded error. A shared bus settles within its publish deadline.
+   */
   publish (message: BusMessage): Promise<Published>
   /**
    * Events after `after` up to and including `upTo`, from the bus's own history. The hub asks only

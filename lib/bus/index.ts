@@ -7,11 +7,14 @@ import { RedisBus } from './redis'
 
 /** The one place that picks the bus: Redis when the `redis` option is set, else memory. */
 export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): Bus {
-  if (options.redis === undefined) return new MemoryBus()
+  if (options.redis === undefined) return new MemoryBus(options.idempotencyWindowMs)
   return new RedisBus({
     redis: options.redis as string | Redis,
     key: options.redisKey,
     historyMaxEvents: options.historyMaxEvents,
+    publishTimeoutMs: options.publishTimeoutMs,
+    maxPendingPublishes: options.maxPendingPublishes,
+    idempotencyWindowMs: options.idempotencyWindowMs,
     random: options.random,
     log: { warn: (msg) => log.warn(msg), info: (msg) => log.info(msg) }
   })

@@ -1,12 +1,16 @@
 import { formatEventId, newEpoch, type EventPosition } from '../event-id'
 import { BusClosedError } from '../errors'
+import { DEFAULTS } from '../options'
 import type { Bus, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
 
 const NOT_SUBSCRIBED: Deliver = () => 0
+/** Idempotency keys remembered at most (the oldest go first): the window shortens rather than memory grow. */
+const MAX_IDEMPOTENCY_KEYS = 100_000
 
 /**
  * One process, no storage: publish delivers in the same call, so a broadcast's frames are written
  * before broadcast() returns. The hub's ring is the only history, so read() has nothing more.
+ * Nothing here can lose an event, so it never reports a discontinuity.
  */
 export class MemoryBus implements Bus {
   readonly shared = false
@@ -14,9 +18,11 @@ export class MemoryBus implements Bus {
   private seq = 0
   private deliver: Deliver = NOT_SUBSCRIBED
   private closed = false
+  /** Idempotency key → the id its first publish got and when; in insertion (= time) order. */
+  private readonly keys = new Map<string, { id: string, at: number }>()
 
-  constructor (now = Date.now()) {
-    this.epoch = newEpoch(now)
+  constructor (private readonly idempotencyWindowMs: number = DEFAULTS.idempotencyWindowMs, private readonly now: () => number = Date.now) {
+    this.epoch = newEpoch(now())
   }
 
   async subscribe (deliver: Deliver): Promise<StartPoint> {
@@ -26,10 +32,29 @@ export class MemoryBus implements Bus {
 
   publish (message: BusMessage): Promise<Published> {
     if (this.closed) return Promise.reject(new BusClosedError())
+    const { idempotencyKey } = message
+    if (idempotencyKey !== undefined) {
+      const first = this.firstPublish(idempotencyKey)
+      if (first !== undefined) return Promise.resolve({ id: first, delivered: 0 })
+    }
     const position: EventPosition = { epoch: this.epoch, major: ++this.seq, minor: null }
     const id = formatEventId(position)
+    if (idempotencyKey !== undefined) {
+      if (this.keys.size >= MAX_IDEMPOTENCY_KEYS) this.keys.delete(this.keys.keys().next().value as string)
+      this.keys.set(idempotencyKey, { id, at: this.now() })
+    }
     const delivered = this.deliver({ ...message, position, id })
     return Promise.resolve({ id, delivered })
+  }
+
+  /** The id of the key's publish within the window, forgetting the keys that are past it. */
+  private firstPublish (key: string): string | undefined {
+    const since = this.now() - this.idempotencyWindowMs
+    for (const [oldest, { at }] of this.keys) {
+      if (at > since) break
+      this.keys.delete(oldest)
+    }
+    return this.keys.get(key)?.id
   }
 
   async read (after: EventPosition): Promise<BusRead> {
@@ -38,7 +63,7 @@ export class MemoryBus implements Bus {
   }
 
   stats (): BusStats {
-    return { kind: 'memory', state: this.closed ? 'down' : 'up', delivered: this.seq, reads: 0, lagMs: 0 }
+    return { kind: 'memory', state: this.closed ? 'down' : 'up', delivered: this.seq, reads: 0, lagMs: 0, discontinuities: 0 }
   }
 
   async close (): Promise<void> {

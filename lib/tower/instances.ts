@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { backoffDelayMs, type RandomSource } from '../client/index'
 import { createRedisConnection, type SseStats } from '../index'
+import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
 export interface InstanceStats {
@@ -22,6 +23,7 @@ const TTL_MS = 3000
 /** Reconnects to Redis back off from 200 ms to 2 s: a report a second only needs it back soon. */
 const RECONNECT_BASE_MS = 200
 const RECONNECT_CAP_MS = 2000
+const CLOSE_TIMEOUT_MS = 500
 
 const COUNTS = ['pid', 'current', 'peak', 'accepted', 'rejected', 'seenAt'] as const
 
@@ -90,7 +92,8 @@ export class InstanceBoard {
   }
 
   async close (): Promise<void> {
-    await this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined)
+    // Bounded: a stalled Redis must not hold the shutdown (the key expires by itself anyway).
+    await withTimeout(this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined), CLOSE_TIMEOUT_MS)
     this.redis.disconnect()
   }
 }

@@ -1,5 +1,5 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
-import { isValidTopic } from '../index'
+import { IDEMPOTENCY_KEY, isValidTopic } from '../index'
 import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'
 
@@ -63,15 +63,17 @@ const BODY_LIMIT_BYTES = 16 * 1024
 /** Redis reconnects with a backoff capped at a few seconds: a producer retrying after this finds it back. */
 const BUS_DOWN_RETRY_AFTER_SECONDS = 2
 
+/** Refused or unanswered by the bus: a retry later may succeed (with the same Idempotency-Key, at most once). */
+const RETRYABLE = new Set(['TOWER_SSE_BUS_UNAVAILABLE', 'TOWER_SSE_BUS_CLOSED', 'TOWER_SSE_BUS_BUSY', 'TOWER_SSE_PUBLISH_UNKNOWN'])
+
 function isBusDown (error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code
-  return code === 'TOWER_SSE_BUS_UNAVAILABLE' || code === 'TOWER_SSE_BUS_CLOSED'
+  return RETRYABLE.has((error as { code?: unknown } | null)?.code as string)
 }
 
 /**
  * POST /api/notify: validates one notification and broadcasts it to every open stream as one
  * SSE message. Types are not coerced and unknown properties are refused, not dropped: that is
- * configured on Tower's ajv (see app.ts).
+ * configured on Tower's ajv (see app.ts). An `Idempotency-Key` header makes a retry land once.
  */
 export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
   fastify.post<{ Body: Notification, Reply: NotifyReply }>(TOWER_ROUTES.notify, {
@@ -80,6 +82,10 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
     schemaErrorFormatter: (errors, dataVar) => new NotifyValidationError(errors.map((e) => describeError(e, dataVar)).join('; '))
   }, async (request, reply) => {
     const { workspace } = request.body
+    const idempotencyKey = request.headers['idempotency-key']
+    if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
+      throw new NotifyValidationError(`header Idempotency-Key must be one value of 1-128 characters of A-Z a-z 0-9 _ . : + / = -, got ${JSON.stringify(idempotencyKey).slice(0, 200)}`)
+    }
     if (workspace !== undefined && !isValidTopic(workspace)) {
       const message = `body/workspace must be 1-64 characters of A-Z a-z 0-9 _ . : - (it is the event's topic), got ${JSON.stringify(workspace)}`
       throw new NotifyValidationError(message)
@@ -88,9 +94,10 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
     // encodes the event: the notification's id is its SSE `id:` on every instance. The workspace
     // becomes the plugin's topic here and nowhere else.
     try {
-      return await fastify.sse.broadcast(request.body, { topic: workspace, idProperty: 'id' })
+      return await fastify.sse.broadcast(request.body, { topic: workspace, idProperty: 'id', idempotencyKey })
     } catch (error) {
-      // Not published, and nothing queued: the producer may simply post it again later.
+      // Not published (or, TOWER_SSE_PUBLISH_UNKNOWN, perhaps published): nothing is queued, so the
+      // producer may post it again later, with the same Idempotency-Key to make it land once.
       if (isBusDown(error)) void reply.header('retry-after', String(BUS_DOWN_RETRY_AFTER_SECONDS))
       throw error
     }

@@ -4,9 +4,13 @@ import type { SseStats } from '../index'
 import type { RandomSource } from '../client/index'
 import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
+import { withTimeout } from './time-bound'
 
-/** With the Redis bus, `instances` lists every live instance (this one first) with its counts and bus state. */
-export type TowerStats = SseStats & WindowSnapshot & { instances?: InstanceStats[] }
+/**
+ * With the Redis bus, `instances` lists every live instance (this one first) with its counts and
+ * bus state; left out, with `instancesUnavailable` set, when Redis did not answer in time.
+ */
+export type TowerStats = SseStats & WindowSnapshot & { instances?: InstanceStats[], instancesUnavailable?: true }
 
 export interface StatsRouteOptions {
   /** The Redis the bus uses: instances report to it once a second. */
@@ -17,6 +21,8 @@ export interface StatsRouteOptions {
 }
 
 const SAMPLE_EVERY_MS = 1000
+/** The instances listing waits this long for Redis; a stalled Redis must not hang the stats route. */
+const LIST_TIMEOUT_MS = 500
 
 /**
  * GET /api/events/stats: the plugin's counters plus connects and rejects over the last minute,
@@ -38,7 +44,11 @@ export const statsRoute: FastifyPluginCallback<StatsRouteOptions> = (fastify, op
   fastify.get<{ Reply: TowerStats }>(TOWER_ROUTES.stats, async (_request, reply) => {
     void reply.header('cache-control', 'no-store')
     const stats: TowerStats = { ...fastify.sse.stats(), ...recent.snapshot() }
-    if (board !== null) stats.instances = await board.list()
+    if (board !== null) {
+      const listed = await withTimeout(board.list(), LIST_TIMEOUT_MS)
+      if (listed === undefined) stats.instancesUnavailable = true
+      else stats.instances = listed
+    }
     return stats
   })
   done()
