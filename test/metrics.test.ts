@@ -5,7 +5,7 @@ import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import UnderPressure from '@fastify/under-pressure'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
-import { Registry } from 'prom-client'
+import { AggregatorRegistry, Registry } from 'prom-client'
 import { ActivityLog } from '../lib/activity-log'
 import towerSse, { type SseStats } from '../lib/index'
 import { registerMetrics, type BusState } from '../lib/metrics'
@@ -332,4 +332,25 @@ t.test('bus metrics come from the bus-state provider, and exist only with one', 
   t.equal(names.length, 12, 'the twelve stream metrics')
   unregister()
   t.same(await withoutBus.getMetricsAsJSON(), [], 'and unregister takes every one back out')
+})
+
+t.test('aggregated over workers (as the cluster primary does), the storm level is the highest and bus_up the lowest', async (t) => {
+  /** One worker's metrics registry, its storm level and bus state set by the test. */
+  const worker = (stormLevel: number, up: boolean): Registry => {
+    const activity = new ActivityLog({ windowMs: 1000, stormConnectsPerMinute: 1000 })
+    activity.admissionGauges = () => ({ refusalsHeld: 0, stormLevel })
+    const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, activity, new MemoryBus(), () => 0)
+    const target = new Registry()
+    registerMetrics(target, registry, activity, () => ({ up, lagSeconds: 0, reads: 0 }))
+    return target
+  }
+  const aggregate = async (workers: Registry[]): Promise<Map<string, string | undefined>> => {
+    const merged = AggregatorRegistry.aggregate(await Promise.all(workers.map((w) => w.getMetricsAsJSON())))
+    return new Map(parsePrometheusTextFormat(await merged.metrics()).map((f) => [f.name, f.metrics[0].value]))
+  }
+  const both = await aggregate([worker(2, true), worker(1, true)])
+  t.same([both.get('tower_sse_storm'), both.get('tower_sse_bus_up'), both.get('tower_sse_streams_capacity')], ['2', '1', '20'],
+    'storm: the max of 2 and 1; bus up on both: 1, not 2; capacities summed')
+  const oneDown = await aggregate([worker(0, true), worker(0, false)])
+  t.equal(oneDown.get('tower_sse_bus_up'), '0', 'one worker\'s bus down: the cluster\'s is down')
 })
