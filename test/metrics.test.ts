@@ -78,6 +78,14 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
   const readers: SseConnection[] = []
+  let slow: ReturnType<typeof rawStream> | undefined
+  let closing = false
+  // A failure part-way must not leave the server (and its 60 s streams) holding the file open.
+  t.teardown(async () => {
+    for (const c of readers) c.destroy()
+    slow?.socket.destroy()
+    if (!closing) await app.close()
+  })
   const open = async (client: string, headers: Record<string, string> = {}): Promise<SseConnection> => {
     const conn = await connect(port, '/api/events?topics=news', { 'x-client': client, ...headers })
     if (conn.status === 200) readers.push(conn)
@@ -121,8 +129,8 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   expected.expired++
 
   // A client that stops reading is dropped at its byte budget; only it wants topic "bulk".
-  const slow = rawStream(port, '/api/events?topics=bulk')
-  await waitFor('the slow stream to open', () => slow.received() > 0)
+  slow = rawStream(port, '/api/events?topics=bulk')
+  await waitFor('the slow stream to open', () => slow?.received() !== 0)
   slow.socket.pause()
   expected.accepted++
   expected.fresh++
@@ -210,6 +218,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   for (const c of [a2, resync]) c.destroy()
   await waitFor('two streams left', () => app.sse.size === 2)
   expected.client += 2
+  closing = true
   const closed = app.close()
   await waitFor('the drain to end the first stream', () => app.sse.stats().shutdown === 1)
   expected.shutdown++
@@ -223,7 +232,6 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   t.equal(during.value('tower_sse_streams'), 1)
   await closed
   t.equal(metrics.getSingleMetric('tower_sse_streams'), undefined, 'closing the app takes its metrics out of the registry')
-  slow.socket.destroy()
 })
 
 t.test('without the metrics option prom-client is never loaded', async (t) => {

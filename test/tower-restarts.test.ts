@@ -62,6 +62,7 @@ t.test('a worker that exits before it listens is started again after a growing d
   t.ok(delays()[4] >= 125 && delays()[4] <= 250, `after a worker listened, the delay starts again from 125-250 ms: ${delays()[4]}`)
   await waitFor('its replacement listening', () => listening() === 3, 60_000)
   primary.child.kill('SIGTERM')
+  await waitFor('the primary to stop on SIGTERM', () => primary.child.exitCode !== null, 10_000)
   t.equal(await primary.exited, 0, 'SIGTERM stops it')
 })
 
@@ -87,6 +88,7 @@ t.test('the crash budget: 3 crashes within a minute are replaced, the 4th gives 
   t.equal(primary.lines(/died \(SIGKILL\); starting another$/).length, 6, 'six crashes replaced, three in each minute')
   t.notOk(/giving up/.test(primary.out()))
   await crash(primary, listened)
+  await waitFor('the primary to give up and exit after the 4th crash within a minute', () => primary.child.exitCode !== null, 10_000)
   t.equal(await primary.exited, 1, 'the 4th crash within one minute: the primary gives up')
   t.match(primary.out(), /died \(SIGKILL\) after 3 restarts in 60 s; giving up/)
 })
