@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { finishLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { repoRoot } from '../lib/repo-root'
 import { runChaos } from './chaos'
 import { combineRounds, measureFanout, type FanoutRow } from './fanout-phase'
@@ -78,7 +79,8 @@ async function waitForWorkers (tower: TowerProcess, workers: number): Promise<vo
 }
 
 async function main (): Promise<void> {
-  const { plan, outDir, help, targeted, render } = parseArgs(process.argv.slice(2))
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const { plan, outDir, help, targeted, render } = parseArgs(argv)
   if (help) {
     process.stdout.write(USAGE)
     return
@@ -93,6 +95,7 @@ async function main (): Promise<void> {
     return
   }
   const started = Date.now()
+  const load = startLoadRecord(dir, path.join(root, 'benchmarks', 'results'), force)
   const results: ClusterResults = { plan, finishedAt: '', durationS: 0, machine: machine(), fanout: [], chaos: null, restart: null, failures: [] }
   try {
     await runPhases(plan, cli, results)
@@ -105,8 +108,9 @@ async function main (): Promise<void> {
   }
   results.finishedAt = new Date().toISOString()
   results.durationS = (Date.now() - started) / 1000
-  process.stdout.write(await writeClusterReport(dir, results) + '\n')
-  log(`${plan.name}${targeted ? " (targeted)" : ""} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(dir, 'cluster.{json,md,svg}')}`)
+  process.stdout.write(await writeClusterReport(load.dir, results) + '\n')
+  finishLoadRecord(load, 'cluster')
+  log(`${plan.name}${targeted ? " (targeted)" : ""} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(load.dir, 'cluster.{json,md,svg}')}`)
 }
 
 main().catch((error: Error) => {

@@ -6,6 +6,7 @@
  */
 import { mkdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
+import { finishLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { repoRoot } from '../lib/repo-root'
 import { measureCase, type MeasuredCase } from './case'
 import { areas, topFrames, type CpuProfile, type FrameTime } from './cpu-profile'
@@ -64,7 +65,8 @@ function logProfile (profileFile: string, log: Log): void {
 }
 
 async function main (): Promise<void> {
-  const { plan, outDir, render } = parseArgs(process.argv.slice(2))
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const { plan, outDir, render } = parseArgs(argv)
   // A quick run is a smoke test: it must not replace the full run's committed results.
   const results = path.join(repoRoot(__dirname), 'benchmarks', 'results')
   const dir = outDir ?? (plan.name === 'quick' ? path.join(results, 'tmp') : results)
@@ -74,8 +76,10 @@ async function main (): Promise<void> {
     return
   }
   const started = Date.now()
-  process.stdout.write(await writeFanoutReport(dir, await runFanout(plan)))
-  logToStderr(`${plan.name} run done in ${((Date.now() - started) / 1000).toFixed(0)} s; wrote ${path.join(dir, 'fanout.{json,md,svg}')}`)
+  const load = startLoadRecord(dir, results, force)
+  process.stdout.write(await writeFanoutReport(load.dir, await runFanout(plan)))
+  finishLoadRecord(load, 'fanout')
+  logToStderr(`${plan.name} run done in ${((Date.now() - started) / 1000).toFixed(0)} s; wrote ${path.join(load.dir, 'fanout.{json,md,svg}')}`)
 }
 
 if (require.main === module) {
