@@ -30,8 +30,9 @@ t.test('500 concurrent clients at maxClients 200: 200 streams, 300 refusals, no 
   t.equal(body.code, 'TOWER_SSE_CAPACITY')
   t.match(body.message, /all 200 event streams are in use/)
   t.equal(app.sse.size, 200)
-  // Give any eviction a chance to show before checking that none happened.
-  await new Promise((resolve) => setTimeout(resolve, 200))
+  // An event written after every admission reaches only the streams still open: an evicted one ended before it.
+  await app.sse.broadcast('after the storm')
+  await waitFor('the event to reach every stream still open', () => open.every((c) => c.isEnded() || c.events.length === 1))
   t.equal(open.filter((c) => c.isEnded()).length, 0, 'no admitted stream was closed to admit another')
   const stats = app.sse.stats()
   t.equal(stats.accepted, 200)

@@ -5,7 +5,7 @@ import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough }
 import type { ChaosResult, KindRow } from '../benchmarks/cluster/chaos'
 import type { FanoutRow } from '../benchmarks/cluster/fanout-phase'
 import { combineRounds, TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
-import { defaultOutDir, FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/cluster/plan'
+import { defaultOutDir, fanoutCases, FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/cluster/plan'
 import { parseCommandStats, RedisServer } from '../benchmarks/cluster/redis-server'
 import { clusterMarkdown, targets, type ClusterResults } from '../benchmarks/cluster/report'
 import { StampScanner } from '../benchmarks/fanout/stamp-scanner'
@@ -194,4 +194,19 @@ t.test('its redis-server: a free port, command counts, killed and started again 
   await redis.startAgain()
   t.equal((await redis.commandCalls()).xrange, undefined, 'a restarted server starts its counts afresh')
   t.equal(await client.xlen('s'), 0, 'and without its data (no persistence)')
+})
+
+t.test('the fan-out pair is 1 instance vs at most one worker per CPU; more workers are a separate, oversubscribed row', async (t) => {
+  t.same(fanoutCases(4, 2), [{ setup: 'memory', instances: 1 }, { setup: 'redis', instances: 2 }, { setup: 'redis', instances: 4 }])
+  t.same(fanoutCases(2, 2), [{ setup: 'memory', instances: 1 }, { setup: 'redis', instances: 2 }])
+  t.same(fanoutCases(4, 8), [{ setup: 'memory', instances: 1 }, { setup: 'redis', instances: 4 }])
+  const row = (setup: 'memory' | 'redis', instances: number, p99Ms: number): FanoutRow => ({
+    setup, instances, ...(instances > 2 ? { oversubscribed: true } : {}), streams: 1000, admitted: 1000, perInstance: [1000], events: 5, notifyFailures: 0, share: 1, p50Ms: 1, p99Ms, maxMs: p99Ms, p99ByRound: [p99Ms]
+  })
+  const results: ClusterResults = { plan: FULL_PLAN, finishedAt: 'now', durationS: 1, machine: 'here', fanout: [row('memory', 1, 10), row('redis', 2, 12), row('redis', 4, 30)], chaos: null, restart: null, failures: [] }
+  const judged = targets(results).filter((j) => /p99 with/.test(j.target))
+  t.same(judged.map((j) => [j.target, j.met]), [['fan-out, 1,000 streams: p99 with 2 instances ≤ 1.5× p99 with 1', true]], 'judged on the pair, not the oversubscribed row')
+  const markdown = clusterMarkdown(results)
+  t.match(markdown, /## Fan-out: 1 instance \(memory bus\) vs 2 \(Redis bus/)
+  t.match(markdown, /\| 4 workers, Redis bus \(oversubscribed: more workers than CPUs\) \| 1,000 \|/)
 })

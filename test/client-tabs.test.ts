@@ -5,7 +5,8 @@
  */
 import t, { type Test } from 'tap'
 import { TowerSseClient } from '../lib/client/index'
-import { TAB_LEASE, TabShare } from '../lib/client/tabs'
+import { TAB_LEASE, TabShare, type TabClock, type TabRole } from '../lib/client/tabs'
+import type { StreamWire } from '../lib/client/wire'
 import { waitFor } from './fixtures/sse-connection'
 import type { TestApp } from './fixtures/app'
 import { notify, startTower } from './fixtures/tower'
@@ -149,4 +150,127 @@ t.test('a follower drops an event whose id it already delivered (an old leader r
   t.same(delivered, ['7:a', '8:b', '-:no id', '9:c'])
   t.same(states, ['open'])
   t.equal(lastEventId, '7', 'the state relay carries the leader\'s lastEventId')
+})
+
+/**
+ * One TabShare on a clock the test steps beat by beat, with the other tabs played by the test's
+ * own BroadcastChannel (`others`). Its stream is a stand-in that counts opens and closes.
+ */
+function steppedTab (t: Test): {
+  share: TabShare,
+  others: BroadcastChannel,
+  heard: Array<{ t: string }>,
+  delivered: string[],
+  roles: TabRole[],
+  wires: { opened: number, closed: number },
+  beat: () => void,
+  hello: Promise<void>,
+  relayed: (id: string) => Promise<void>
+} {
+  const name = `stepped-${Math.random()}`
+  let now = 1_000_000
+  let tick = (): void => { throw new Error('the tab started no heartbeat timer') }
+  const clock: TabClock = { now: () => now, every: (run) => { tick = run; return () => {} } }
+  const delivered: string[] = []
+  const roles: TabRole[] = []
+  const wires = { opened: 0, closed: 0 }
+  let lastEventId = ''
+  const openWire = (): StreamWire => {
+    wires.opened++
+    return { start: () => {}, close: () => { wires.closed++ }, state: { kind: 'connecting' }, lastEventId: '' } as unknown as StreamWire
+  }
+  const share = new TabShare(name, openWire, {
+    state: () => {},
+    open: () => {},
+    message: (message) => { delivered.push(message.id ?? '-') },
+    error: () => {},
+    role: (role) => roles.push(role),
+    lastEventId: () => lastEventId,
+    setLastEventId: (id) => { lastEventId = id }
+  }, undefined, clock)
+  const others = new BroadcastChannel(name)
+  const heard: Array<{ t: string }> = []
+  let onHello = (): void => {}
+  const hello = new Promise<void>((resolve) => { onHello = resolve })
+  others.onmessage = (event: MessageEvent<{ t: string }>) => {
+    heard.push(event.data)
+    if (event.data.t === 'hello') onHello()
+  }
+  t.teardown(() => {
+    share.close()
+    others.close()
+  })
+  return {
+    share,
+    others,
+    heard,
+    delivered,
+    roles,
+    wires,
+    beat: () => {
+      now += TAB_LEASE.beatMs
+      tick()
+    },
+    hello,
+    // Messages from one channel arrive in order: once this relay is delivered, everything posted before it was handled.
+    relayed: async (id) => {
+      others.postMessage({ t: 'message', message: { type: 'message', data: id, id, lastEventId: id, origin: 'http://x' } })
+      await waitFor(`the relay of event ${id} to be delivered`, () => delivered.includes(id))
+    }
+  }
+}
+
+t.test('the seen-id set is bounded: after 1,025 distinct ids the first is delivered again, the others are still dropped', async (t) => {
+  const tab = steppedTab(t)
+  tab.share.start()
+  await tab.hello
+  tab.others.postMessage({ t: 'beat', tab: -1 })
+  for (let id = 0; id <= 1024; id++) {
+    tab.others.postMessage({ t: 'message', message: { type: 'message', data: 'x', id: String(id), lastEventId: String(id), origin: 'http://x' } })
+  }
+  await waitFor('1,025 relays delivered', () => tab.delivered.length === 1025)
+  tab.others.postMessage({ t: 'message', message: { type: 'message', data: 'x', id: '1', lastEventId: '1', origin: 'http://x' } })
+  tab.others.postMessage({ t: 'message', message: { type: 'message', data: 'x', id: '1024', lastEventId: '1024', origin: 'http://x' } })
+  tab.others.postMessage({ t: 'message', message: { type: 'message', data: 'x', id: '0', lastEventId: '0', origin: 'http://x' } })
+  await tab.relayed('end')
+  t.same(tab.delivered.slice(1025), ['0', 'end'], 'ids 1 and 1024 are still remembered; 0, the oldest, was forgotten')
+})
+
+t.test('a leader that resigns is followed within 2 beats; its close() says so', async (t) => {
+  const tab = steppedTab(t)
+  tab.share.start()
+  await tab.hello
+  tab.others.postMessage({ t: 'beat', tab: -1 })
+  await tab.relayed('a')
+  tab.beat()
+  t.equal(tab.wires.opened, 0, 'a leader that beats keeps its lease')
+  tab.others.postMessage({ t: 'resign', tab: -1 })
+  await tab.relayed('b')
+  tab.beat()
+  tab.beat()
+  t.equal(tab.wires.opened, 1, 'claimed at the first beat after the resignation, leading at the second')
+  t.same(tab.roles, ['follower', 'leader'])
+  await waitFor('its claim and its first beat as the leader', () => tab.heard.length >= 3)
+  t.same(tab.heard.map((m) => m.t), ['hello', 'claim', 'beat'], 'it claimed, then beat as the leader')
+
+  tab.share.close()
+  await waitFor('the leaving leader to resign', () => tab.heard.at(-1)?.t === 'resign')
+  t.equal(tab.wires.closed, 1, 'its stream is closed')
+})
+
+t.test('a leader that hears a beat from a lower tab id steps down and closes its stream; a higher one is answered', async (t) => {
+  const tab = steppedTab(t)
+  tab.share.start()
+  await tab.hello
+  tab.beat()
+  tab.beat()
+  t.same([tab.wires.opened, tab.roles], [1, ['follower', 'leader']], 'alone, it claims and leads')
+  tab.others.postMessage({ t: 'beat', tab: 2 })
+  await waitFor('the leader to answer a higher tab\'s beat with its own', () => tab.heard.filter((m) => m.t === 'beat').length === 2)
+  t.equal(tab.wires.closed, 0, 'a higher id does not make it step down')
+  tab.others.postMessage({ t: 'beat', tab: -1 })
+  await tab.relayed('after')
+  t.same([tab.wires.closed, tab.roles], [1, ['follower', 'leader', 'follower']], 'stepped down: its stream closed, a follower again')
+  tab.beat()
+  t.equal(tab.wires.opened, 1, 'one stream remains: it does not claim while the lower tab leads')
 })

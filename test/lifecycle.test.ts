@@ -2,7 +2,7 @@ import { createHook } from 'node:async_hooks'
 import path from 'node:path'
 import t from 'tap'
 import { startApp } from './fixtures/app'
-import { connect } from './fixtures/sse-connection'
+import { connect, waitFor } from './fixtures/sse-connection'
 
 const LIB_DIR = path.resolve(__dirname, '..', 'lib') + path.sep
 
@@ -37,12 +37,13 @@ t.test('every timer the plugin starts is gone after close()', async (t) => {
   }).enable()
   const { app, port } = await startApp({ heartbeatMs: 20, logIntervalMs: 20, maxAgeMs: 10_000, maxAgeJitterMs: 0 })
   const c = await connect(port)
-  await new Promise((resolve) => setTimeout(resolve, 50))
+  await waitFor('the heartbeat, log and expiry timers to be running', () => live.size >= 3)
   t.ok(live.size >= 3, `heartbeat, log and expiry timers were running (${live.size})`)
   await app.close()
   await c.ended
   tracking = false
-  await new Promise((resolve) => setTimeout(resolve, 30))
+  // A cleared timer's destroy hook runs soon after, not at once: wait for it, boundedly.
+  await waitFor('every plugin timer to be destroyed after close()', () => live.size === 0, 2000).catch(() => {})
   hook.disable()
   t.same([...live.values()], [], 'no timer outlives close()')
 })

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import UnderPressure from '@fastify/under-pressure'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
-import { Registry } from 'prom-client'
+import { AggregatorRegistry, Registry } from 'prom-client'
 import { StreamStats } from '../lib/stats'
 import towerSse, { type SseStats } from '../lib/index'
 import { registerMetrics, type BusState } from '../lib/metrics'
@@ -79,6 +79,14 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
   const readers: SseConnection[] = []
+  let slow: ReturnType<typeof rawStream> | undefined = undefined
+  let closing = false
+  // A failure part-way must not leave the server (and its 60 s streams) holding the file open.
+  t.teardown(async () => {
+    for (const c of readers) c.destroy()
+    slow?.socket.destroy()
+    if (!closing) await app.close()
+  })
   const open = async (client: string, headers: Record<string, string> = {}): Promise<SseConnection> => {
     const conn = await connect(port, '/api/events?topics=news', { 'x-client': client, ...headers })
     if (conn.status === 200) readers.push(conn)
@@ -122,8 +130,8 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   expected.expired++
 
   // A client that stops reading is dropped at its byte budget; only it wants topic "bulk".
-  const slow = rawStream(port, '/api/events?topics=bulk')
-  await waitFor('the slow stream to open', () => slow.received() > 0)
+  slow = rawStream(port, '/api/events?topics=bulk')
+  await waitFor('the slow stream to open', () => slow?.received() !== 0)
   slow.socket.pause()
   expected.accepted++
   expected.fresh++
@@ -211,6 +219,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   for (const c of [a2, resync]) c.destroy()
   await waitFor('two streams left', () => app.sse.size === 2)
   expected.client += 2
+  closing = true
   const closed = app.close()
   await waitFor('the drain to end the first stream', () => app.sse.stats().shutdown === 1)
   expected.shutdown++
@@ -224,7 +233,6 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   t.equal(during.value('tower_sse_streams'), 1)
   await closed
   t.equal(metrics.getSingleMetric('tower_sse_streams'), undefined, 'closing the app takes its metrics out of the registry')
-  slow.socket.destroy()
 })
 
 t.test('without the metrics option prom-client is never loaded', async (t) => {
@@ -337,4 +345,28 @@ t.test('bus metrics come from the bus-state provider, and exist only with one', 
   t.equal(names.length, 13, 'the thirteen stream metrics')
   unregister()
   t.same(await withoutBus.getMetricsAsJSON(), [], 'and unregister takes every one back out')
+})
+
+t.test('aggregated over workers (as the cluster primary does), the storm level is the highest and bus_up the lowest', async (t) => {
+  /** One worker's metrics registry, its storm level and bus state set by the test. */
+  const worker = (stormLevel: number, up: boolean): Registry => {
+    const counts = new StreamStats()
+    const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(), () => 0)
+    const source = {
+      stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel }),
+      timeBroadcasts: (timer: BroadcastTimer) => registry.timeBroadcasts(timer)
+    }
+    const target = new Registry()
+    registerMetrics(target, source, () => ({ up, lagSeconds: 0, reads: 0 }))
+    return target
+  }
+  const aggregate = async (workers: Registry[]): Promise<Map<string, string | undefined>> => {
+    const merged = AggregatorRegistry.aggregate(await Promise.all(workers.map((w) => w.getMetricsAsJSON())))
+    return new Map(parsePrometheusTextFormat(await merged.metrics()).map((f) => [f.name, f.metrics[0].value]))
+  }
+  const both = await aggregate([worker(2, true), worker(1, true)])
+  t.same([both.get('tower_sse_storm'), both.get('tower_sse_bus_up'), both.get('tower_sse_streams_capacity')], ['2', '1', '20'],
+    'storm: the max of 2 and 1; bus up on both: 1, not 2; capacities summed')
+  const oneDown = await aggregate([worker(0, true), worker(0, false)])
+  t.equal(oneDown.get('tower_sse_bus_up'), '0', 'one worker\'s bus down: the cluster\'s is down')
 })

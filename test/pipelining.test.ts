@@ -52,6 +52,16 @@ t.test('100 pipelined stream requests: the server closes the connection, no slot
   fresh.destroy()
 })
 
+t.test('exactly MAX_PIPELINED_BEHIND_STREAM requests behind a stream close the connection (one fewer does not: above)', async (t) => {
+  const { app, port } = await startApp({ maxClients: 50, heartbeatMs: 60_000 })
+  t.teardown(() => app.close())
+  const { isClosed, socket } = pipeline(port, streams(1 + MAX_PIPELINED_BEHIND_STREAM))
+  t.teardown(() => socket.destroy())
+  await waitFor(`the server to close the connection at the ${MAX_PIPELINED_BEHIND_STREAM}th request behind the stream`, isClosed)
+  await waitFor('no slot taken', () => app.sse.stats().current === 0)
+  t.same([app.sse.stats().accepted, app.sse.stats().rejected], [1, MAX_PIPELINED_BEHIND_STREAM])
+})
+
 t.test('a stream request pipelined behind a finite answer is refused after it, then the server closes', async (t) => {
   const { app, port } = await startApp({ heartbeatMs: 60_000 })
   t.teardown(() => app.close())

@@ -9,7 +9,7 @@ import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 /** One raw request on its own socket: what came back, and whether the server's FIN came first. */
-function rawRequest (port: number, path = '/api/events'): Promise<{ text: string, serverClosedFirst: boolean }> {
+function rawRequest (port: number, path = '/api/events', method = 'GET'): Promise<{ text: string, serverClosedFirst: boolean }> {
   return new Promise((resolve, reject) => {
     // allowHalfOpen: our side stays open after the server's FIN, so 'end' can only be theirs.
     const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true })
@@ -23,7 +23,7 @@ function rawRequest (port: number, path = '/api/events'): Promise<{ text: string
     })
     socket.once('close', () => resolve({ text, serverClosedFirst }))
     socket.once('error', reject)
-    socket.write(`GET ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`)
+    socket.write(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\n${method === 'POST' ? 'Content-Length: 0\r\n' : ''}\r\n`)
   })
 }
 
@@ -71,7 +71,7 @@ t.test('held refusals are answered when close() starts, and close() does not wai
   // Not a speed check: this bound only turns a close() that waits for the holds into a failure.
   await waitFor('close() to resolve', () => closed, 10_000)
   const held = await Promise.all(pending)
-  await Promise.all(held.map((c) => c.ended))
+  await waitFor('the held refusals to end', () => held.every((c) => c.isEnded()))
   for (const c of held) {
     t.equal(c.status, 503)
     const seconds = Number(c.headers['retry-after'])
@@ -79,7 +79,7 @@ t.test('held refusals are answered when close() starts, and close() does not wai
     t.equal(JSON.parse(c.body).retryAfterSeconds, seconds)
   }
   t.equal(app.sse.stats().rejected, 3, 'each refusal counted once')
-  await holder.ended
+  await waitFor('the open stream to end', () => holder.isEnded())
 })
 
 t.test('during close(), a new stream request gets the plugin\'s refusal, not Fastify\'s closing 503', async (t) => {
@@ -98,7 +98,7 @@ t.test('during close(), a new stream request gets the plugin\'s refusal, not Fas
   t.ok(serverClosedFirst, 'the server closed first')
   t.equal(app.sse.stats().rejected, 1, 'counted as a refusal')
   t.equal(app.sse.stats().shutdown, 1)
-  await stream.ended
+  await waitFor('the open stream to end', () => stream.isEnded())
 })
 
 t.test('during close(), other routes still get Fastify\'s own answer', async (t) => {
@@ -114,6 +114,21 @@ t.test('during close(), other routes still get Fastify\'s own answer', async (t)
   t.equal(withQuery.status, 503)
   t.not(withQuery.headers['retry-after'], undefined, 'the stream path with a query string gets the plugin\'s refusal')
   t.equal(app.sse.stats().rejected, 1)
+})
+
+t.test('during close(), HEAD and POST on the stream path get Fastify\'s answer and are not counted as closing refusals', async (t) => {
+  const { app, port, closeStarted, release } = await appHeldInClose()
+  const closed = app.close()
+  await closeStarted
+  const head = parseResponse((await rawRequest(port, '/api/events', 'HEAD')).text)
+  const post = parseResponse((await rawRequest(port, '/api/events', 'POST')).text)
+  release()
+  await closed
+  for (const [method, response] of [['HEAD', head], ['POST', post]] as const) {
+    t.equal(response.status, 503, `${method}: Fastify's closing 503`)
+    t.equal(response.headers['retry-after'], undefined, `${method}: without the plugin's Retry-After`)
+  }
+  t.equal(app.sse.stats().rejected, 0, 'no refusal counted')
 })
 
 t.test('an app that never calls close() still exits: the plugin\'s timers do not hold the process', async (t) => {

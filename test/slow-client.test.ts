@@ -1,8 +1,10 @@
 import v8 from 'node:v8'
 import vm from 'node:vm'
+import type { Socket } from 'node:net'
 import t from 'tap'
+import { mock } from 'node:test'
 import { startApp } from './fixtures/app'
-import { rawStream, waitFor } from './fixtures/sse-connection'
+import { connect, rawStream, waitFor } from './fixtures/sse-connection'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
@@ -98,4 +100,35 @@ t.test('a backpressured reader that keeps taking bytes is never swept; one that 
   t.equal(app.sse.size, 1, 'and it was the dead one')
   slow.socket.destroy()
   dead.socket.destroy()
+})
+
+t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
+  const N = 3
+  // The plugin's intervals run on a mocked clock: the test beats, one heartbeat at a time.
+  mock.timers.enable({ apis: ['setInterval'] })
+  t.teardown(() => mock.timers.reset())
+  const heartbeatMs = 60_000
+  const beat = (): void => mock.timers.tick(heartbeatMs)
+  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: N, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  t.teardown(() => app.close())
+  const sockets: Socket[] = []
+  app.server.on('connection', (socket: Socket) => sockets.push(socket))
+  const c = await connect(port)
+  t.teardown(() => c.destroy())
+  await waitFor('the stream to open', () => c.retries.length === 1 && sockets.length === 1)
+  // A corked socket hands nothing to the kernel: no progress at all, whatever the machine's load.
+  sockets[0].cork()
+  await app.sse.broadcast('x'.repeat(256 * 1024))
+  await waitFor('the stream to be backpressured', () => sockets[0].writableNeedDrain)
+  // The first beat sees the bytes the socket took before it was corked.
+  beat()
+  const alive: number[] = []
+  for (let stalled = 1; stalled < N; stalled++) {
+    beat()
+    alive.push(app.sse.stats().deadSwept)
+  }
+  t.same(alive, Array(N - 1).fill(0), `not swept after ${N - 1} stalled beats`)
+  beat()
+  t.equal(app.sse.stats().deadSwept, 1, `swept at stalled beat ${N}`)
+  await waitFor('the swept stream to end on the client', () => c.isEnded())
 })

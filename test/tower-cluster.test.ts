@@ -1,7 +1,3 @@
-import { spawn } from 'node:child_process'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import type { TowerStats } from '../lib/tower/stats-route'
 import { startRedis, type RedisServer } from './fixtures/redis-server'
@@ -90,30 +86,4 @@ t.test('notify answers 503 + Retry-After while Redis is down, and accepts again 
   await redis.start()
   await waitFor('the bus to be up', () => app.sse.stats().bus.state === 'up', 10_000)
   t.equal((await notify(port, { type: 'ci', title: 'after', body: '' })).status, 200)
-})
-
-t.test('a worker that exits before it listens is started again after a growing delay, not counted as a crash', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tower-start-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const env = { ...process.env, START_FAILURES: '4', START_FAILURES_FILE: path.join(dir, 'failures') }
-  const child = spawn(process.execPath, [...process.execArgv, path.join(__dirname, 'fixtures', 'primary.ts')], { env, stdio: ['ignore', 'pipe', 'inherit'] })
-  t.teardown(() => child.kill('SIGKILL'))
-  let out = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
-  const lines = (pattern: RegExp): string[] => out.split('\n').filter((line) => pattern.test(line))
-  // 4 start-up failures: one more than the crash budget of one worker (3 per minute).
-  await waitFor('a worker listening after 4 failed starts', () => lines(/^worker \d+ listening/).length === 1 || child.exitCode !== null, 60_000)
-  t.notOk(/giving up/.test(out), 'the primary did not give up')
-  if (child.exitCode !== null) return
-  const delays = lines(/before it listened; starting another in \d+ ms$/).map((line) => Number(/in (\d+) ms$/.exec(line)?.[1]))
-  t.equal(delays.length, 4, 'each failed start was retried')
-  t.same(delays, [125, 250, 500, 1000], 'full-jitter windows of 250 ms × 2^i, each drawn at the injected 0.5')
-  // A worker that had listened and then dies is a crash: replaced at once.
-  const pid = Number(/^worker (\d+) listening/m.exec(out)?.[1])
-  process.kill(pid, 'SIGKILL')
-  await waitFor('the crashed worker replaced', () => lines(/^worker \d+ listening/).length === 2, 60_000)
-  t.equal(lines(new RegExp(`worker ${pid} died \\(SIGKILL\\); starting another$`)).length, 1)
-  child.kill('SIGTERM')
-  t.equal(await exited, 0, 'SIGTERM stops it')
 })

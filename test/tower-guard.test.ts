@@ -134,3 +134,18 @@ t.test('with a token, notify needs Authorization: Bearer <token>; reads do not',
   t.equal((await notifyWith(port, { authorization: `bearer ${token}` })).status, 200, 'the scheme is case-insensitive')
   t.equal((await send(port, { headers: { host: 'localhost' } })).status, 200, 'stats are read without it')
 })
+
+t.test('PUT, DELETE and PATCH change state too: cross-site → 403, without the token → 401, on any path', async (t) => {
+  const token = 'pUt-d3l3te_t0ken'
+  const open = await startTower()
+  const guarded = await startTower({}, { token })
+  t.teardown(() => Promise.all([open.app.close(), guarded.app.close()]))
+  for (const method of ['PUT', 'DELETE', 'PATCH']) {
+    for (const path of ['/api/notify', '/api/events', '/no-such-route']) {
+      const crossSite = await send(open.port, { method, path, headers: { host: `127.0.0.1:${open.port}`, origin: 'http://evil.example' }, body: NOTE })
+      t.same([crossSite.status, JSON.parse(crossSite.body).code], [403, 'TOWER_CROSS_SITE'], `${method} ${path} from another site`)
+      const noToken = await send(guarded.port, { method, path, headers: { host: `127.0.0.1:${guarded.port}` }, body: NOTE })
+      t.same([noToken.status, JSON.parse(noToken.body).code], [401, 'TOWER_TOKEN_REQUIRED'], `${method} ${path} without the token`)
+    }
+  }
+})

@@ -1,3 +1,4 @@
+import os from 'node:os'
 import { IpcClient } from '../lib/ipc'
 import { Histogram } from '../lib/histogram'
 import { spawnSibling } from '../lib/spawn-sibling'
@@ -16,6 +17,8 @@ const REQUEST_MS = 120_000
 export interface FanoutRow {
   setup: 'memory' | 'redis'
   instances: number
+  /** More workers than CPUs: the row measures CPU contention as much as the bus, so it is kept apart. */
+  oversubscribed?: boolean
   streams: number
   admitted: number
   /** Streams per instance as the instances reported them (largest first). */
@@ -57,9 +60,8 @@ export type Log = (line: string) => void
 
 /** `streams` total raw streams held by client processes, a stamped broadcast POSTed to the port. */
 export async function measureFanout (
-  plan: ClusterPlan, cli: string, setup: 'memory' | 'redis', streams: number, redisUrl: string, log: Log
+  plan: ClusterPlan, cli: string, setup: 'memory' | 'redis', instances: number, streams: number, redisUrl: string, log: Log
 ): Promise<FanoutRow> {
-  const instances = setup === 'memory' ? 1 : plan.workers
   log(`fan-out: ${streams} streams, ${instances} instance(s), ${setup} bus`)
   const tower = await TowerProcess.start({
     cli, workers: instances, redisUrl: setup === 'redis' ? redisUrl : undefined, flags: ['--max-clients', String(streams)]
@@ -107,6 +109,7 @@ export async function measureFanout (
     const row: FanoutRow = {
       setup,
       instances,
+      ...(instances > os.cpus().length ? { oversubscribed: true } : {}),
       streams,
       admitted,
       perInstance,

@@ -86,6 +86,16 @@ export const QUICK_PLAN: Readonly<ClusterPlan> = Object.freeze({
   restart: { broadcastsPerSec: 20, beforeMs: 3000, outageMs: 3000, afterMs: 5000, drainMs: 3000 }
 })
 
+/**
+ * The fan-out pair compares 1 instance with as many workers as there are CPUs at most, so it
+ * measures the bus rather than CPU contention; plan.workers beyond the CPUs is a separate,
+ * oversubscribed case.
+ */
+export function fanoutCases (workers: number, cpus: number): Array<{ setup: 'memory' | 'redis', instances: number }> {
+  const paired = Math.max(1, Math.min(workers, cpus))
+  return [{ setup: 'memory', instances: 1 }, { setup: 'redis', instances: paired }, ...(workers > paired ? [{ setup: 'redis' as const, instances: workers }] : [])]
+}
+
 export interface ParsedArgs {
   plan: ClusterPlan
   /** Where the results go; by default results/ for a full run, results/tmp/ for a quick one. */

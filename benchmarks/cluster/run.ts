@@ -8,9 +8,10 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { finishLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { runChaos } from './chaos'
 import { combineRounds, measureFanout, type FanoutRow } from './fanout-phase'
-import { defaultOutDir, parseArgs, USAGE, type ClusterPlan } from './plan'
+import { defaultOutDir, fanoutCases, parseArgs, USAGE, type ClusterPlan } from './plan'
 import { Population } from './population'
 import { killAllGroups } from './processes'
 import { RedisServer } from './redis-server'
@@ -30,19 +31,23 @@ async function runPhases (plan: ClusterPlan, cli: string, results: ClusterResult
   const redis = await RedisServer.start()
   log(`redis-server on port ${redis.port}`)
   for (const streams of plan.phases.includes('fanout') ? plan.fanout.streams : []) {
-    const measured: Record<'memory' | 'redis', FanoutRow[]> = { memory: [], redis: [] }
+    const cases = fanoutCases(plan.workers, os.cpus().length)
+    const measured = cases.map((): FanoutRow[] => [])
     for (let round = 0; round < plan.fanout.rounds; round++) {
       // Alternate which setup goes first, so a drift on the shared host favours neither.
-      for (const setup of round % 2 === 0 ? ['memory', 'redis'] as const : ['redis', 'memory'] as const) {
+      const order = cases.map((_, i) => i)
+      if (round % 2 === 1) order.reverse()
+      for (const i of order) {
+        const { setup, instances } = cases[i]
         try {
-          measured[setup].push(await measureFanout(plan, cli, setup, streams, redis.url, log))
+          measured[i].push(await measureFanout(plan, cli, setup, instances, streams, redis.url, log))
         } catch (error) {
-          results.failures.push(`fan-out ${setup} ${streams} round ${round + 1}: ${(error as Error).message}`)
-          log(`fan-out ${setup} ${streams} failed: ${(error as Error).message}`)
+          results.failures.push(`fan-out ${setup} ×${instances} ${streams} round ${round + 1}: ${(error as Error).message}`)
+          log(`fan-out ${setup} ×${instances} ${streams} failed: ${(error as Error).message}`)
         }
       }
     }
-    for (const setup of ['memory', 'redis'] as const) if (measured[setup].length > 0) results.fanout.push(combineRounds(measured[setup]))
+    for (const rows of measured) if (rows.length > 0) results.fanout.push(combineRounds(rows))
   }
   if (!plan.phases.includes('chaos') && !plan.phases.includes('restart')) {
     await redis.kill()
@@ -77,7 +82,8 @@ async function waitForWorkers (tower: TowerProcess, workers: number): Promise<vo
 }
 
 async function main (): Promise<void> {
-  const { plan, outDir, help, targeted, render } = parseArgs(process.argv.slice(2))
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const { plan, outDir, help, targeted, render } = parseArgs(argv)
   if (help) {
     process.stdout.write(USAGE)
     return
@@ -90,6 +96,7 @@ async function main (): Promise<void> {
     return
   }
   const started = Date.now()
+  const load = startLoadRecord(dir, path.join(root, 'benchmarks', 'results'), force)
   const results: ClusterResults = { plan, finishedAt: '', durationS: 0, machine: machine(), fanout: [], chaos: null, restart: null, failures: [] }
   try {
     await runPhases(plan, cli, results)
@@ -102,8 +109,9 @@ async function main (): Promise<void> {
   }
   results.finishedAt = new Date().toISOString()
   results.durationS = (Date.now() - started) / 1000
-  process.stdout.write(await writeClusterReport(dir, results) + '\n')
-  log(`${plan.name}${targeted ? ' (targeted)' : ''} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(dir, 'cluster.{json,md,svg}')}`)
+  process.stdout.write(await writeClusterReport(load.dir, results) + '\n')
+  finishLoadRecord(load, 'cluster')
+  log(`${plan.name}${targeted ? ' (targeted)' : ''} run done in ${results.durationS.toFixed(0)} s; wrote ${path.join(load.dir, 'cluster.{json,md,svg}')}`)
 }
 
 main().catch((error: Error) => {

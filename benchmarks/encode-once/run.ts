@@ -3,7 +3,7 @@
  * does) versus encoded again for every client (the loop it replaced), alternating the two in one
  * run on the same open streams. Writes benchmarks/results/encode-once.{json,md}.
  *
- *   npm run bench:build && node build/benchmarks/encode-once/run.js [--clients N] [--rounds N]
+ *   npm run bench:build && node build/benchmarks/encode-once/run.js [--clients N] [--rounds N] [--force]
  */
 import { writeFileSync, mkdirSync } from 'node:fs'
 import type { ServerResponse } from 'node:http'
@@ -13,6 +13,7 @@ import Fastify from 'fastify'
 import towerSse from '../../lib/index'
 import { encodeEvent } from '../../lib/encoder'
 import { Histogram } from '../lib/histogram'
+import { finishLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { markdownTable } from '../lib/markdown-table'
 import { repoRoot } from '../lib/repo-root'
 
@@ -32,7 +33,10 @@ function parseArgs (argv: string[]): Args {
 }
 
 async function main (): Promise<void> {
-  const { clients, rounds } = parseArgs(process.argv.slice(2))
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const { clients, rounds } = parseArgs(argv)
+  const committed = path.join(repoRoot(__dirname), 'benchmarks', 'results')
+  const load = startLoadRecord(committed, committed, force)
   const app = Fastify()
   // Each stream's response, kept by the benchmark itself to replay the per-client-encode loop on it.
   const writers: ServerResponse[] = []
@@ -83,10 +87,10 @@ async function main (): Promise<void> {
   const table = markdownTable(['variant', 'clients', 'p50 µs', 'p90 µs', 'p99 µs'],
     rows.map((r) => [r.variant, String(r.clients), String(r.p50Us), String(r.p90Us), String(r.p99Us)]),
     ['left', 'right', 'right', 'right', 'right']) + `\nEncoding per client costs ${ratio.toFixed(2)}× the p50 broadcast time of encoding once (same run, same ${clients} streams).\n`
-  const dir = path.join(repoRoot(__dirname), 'benchmarks', 'results')
-  mkdirSync(dir, { recursive: true })
-  writeFileSync(path.join(dir, 'encode-once.json'), JSON.stringify(results, null, 2) + '\n')
-  writeFileSync(path.join(dir, 'encode-once.md'), table)
+  mkdirSync(load.dir, { recursive: true })
+  writeFileSync(path.join(load.dir, 'encode-once.json'), JSON.stringify(results, null, 2) + '\n')
+  writeFileSync(path.join(load.dir, 'encode-once.md'), table)
+  finishLoadRecord(load, 'encode-once')
   process.stdout.write(table)
 }
 

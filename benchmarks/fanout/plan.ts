@@ -81,7 +81,7 @@ export interface RunArgs {
   render: boolean
 }
 
-const USAGE = 'usage: run [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--bursts=1,10,50] [--burst-from=callbacks|loop] [--out=DIR] | run --render [--out=DIR]'
+const USAGE = 'usage: run [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--bursts=1,10,50] [--burst-from=callbacks|loop] [--out=DIR] [--force] | run --render [--out=DIR]'
 
 function positiveIntegers (flag: string, text: string): number[] {
   const values = text.split(',').map((part) => Number(part))

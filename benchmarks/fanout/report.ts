@@ -6,6 +6,7 @@ import { repoRoot } from '../lib/repo-root'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { BurstResult, CaseResult } from './case'
 import { BASELINE, type ContenderName } from './contenders'
+import type { MetricsAB } from './metrics-ab'
 import { metricsNote } from './metrics-note'
 import { steadyRate, type FanoutPlan } from './plan'
 
@@ -36,6 +37,8 @@ export interface FanoutResults {
   plan: FanoutPlan
   /** The steady and back-to-back rows (no `burst`), then one row per burst size (with `burst`). */
   rows: Array<FanoutRow | BurstRow>
+  /** tower-sse with and without metrics, interleaved in one process (runs with the tower-sse+metrics contender). */
+  metricsAB?: MetricsAB[]
 }
 
 export function isBurstRow (row: FanoutRow | BurstRow): row is BurstRow {

@@ -6,7 +6,9 @@
  */
 import { mkdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
+import { finishLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { repoRoot } from '../lib/repo-root'
+import { AB_MAX_STREAMS, measureMetricsAB } from './metrics-ab'
 import { measureCase, type MeasuredCase } from './case'
 import { areas, topFrames, type CpuProfile, type FrameTime } from './cpu-profile'
 import { parseArgs, type FanoutPlan } from './plan'
@@ -25,6 +27,10 @@ function frameLines (title: string, frames: FrameTime[]): string[] {
  * Runs the plan's rounds; in each, stream count by stream count, every contender at each (in
  * reverse order every other round, so a drift on the host does not favour one contender).
  */
+/** Measured broadcasts per side of the metrics A/B per round of the plan, after a warm-up. */
+const AB_PAIRS_PER_ROUND = 200
+const AB_WARMUP_PAIRS = 20
+
 export async function runFanout (plan: FanoutPlan, log: Log = logToStderr, profileDir?: string): Promise<FanoutResults> {
   const measured = new Map<string, MeasuredCase[]>()
   for (let round = 0; round < plan.rounds; round++) {
@@ -43,7 +49,16 @@ export async function runFanout (plan: FanoutPlan, log: Log = logToStderr, profi
   const rounds = plan.clients.flatMap((clients) => plan.contenders.map((contender) => measured.get(`${contender} ${clients}`) ?? []))
   const cases = rounds.map((caseRounds) => combineRounds(caseRounds.map((r) => r.steady)))
   const bursts = rounds.flatMap((caseRounds) => plan.burst.sizes.map((_, i) => combineRounds(caseRounds.map((r) => r.bursts[i]))))
-  return fanoutResults(plan, cases, bursts)
+  const results = fanoutResults(plan, cases, bursts)
+  if (plan.contenders.includes('tower-sse+metrics')) {
+    results.metricsAB = []
+    // Separate rows measure each contender in its own processes minutes apart; the ±5% target is judged on this.
+    for (const clients of plan.clients.filter((n) => n <= AB_MAX_STREAMS)) {
+      log(`metrics A/B: ${clients} streams each, interleaved`)
+      results.metricsAB.push(await measureMetricsAB(clients, plan.rounds * AB_PAIRS_PER_ROUND, AB_WARMUP_PAIRS))
+    }
+  }
+  return results
 }
 
 /**
@@ -64,7 +79,8 @@ function logProfile (profileFile: string, log: Log): void {
 }
 
 async function main (): Promise<void> {
-  const { plan, outDir, render } = parseArgs(process.argv.slice(2))
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const { plan, outDir, render } = parseArgs(argv)
   // A quick run is a smoke test: it must not replace the full run's committed results.
   const results = path.join(repoRoot(__dirname), 'benchmarks', 'results')
   const dir = outDir ?? (plan.name === 'quick' ? path.join(results, 'tmp') : results)
@@ -74,8 +90,10 @@ async function main (): Promise<void> {
     return
   }
   const started = Date.now()
-  process.stdout.write(await writeFanoutReport(dir, await runFanout(plan)))
-  logToStderr(`${plan.name} run done in ${((Date.now() - started) / 1000).toFixed(0)} s; wrote ${path.join(dir, 'fanout.{json,md,svg}')}`)
+  const load = startLoadRecord(dir, results, force)
+  process.stdout.write(await writeFanoutReport(load.dir, await runFanout(plan)))
+  finishLoadRecord(load, 'fanout')
+  logToStderr(`${plan.name} run done in ${((Date.now() - started) / 1000).toFixed(0)} s; wrote ${path.join(load.dir, 'fanout.{json,md,svg}')}`)
 }
 
 if (require.main === module) {

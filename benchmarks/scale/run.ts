@@ -36,7 +36,7 @@ async function clusterPhase (plan: ScalePlan, cli: string, perWorker: number): P
   const redis = await RedisServer.start()
   try {
     const clusterPlan = { ...CLUSTER_PLAN, workers, fanout: { ...CLUSTER_PLAN.fanout, events, warmupEvents: 2, deliveryTimeoutMs: plan.fanout.deliveryTimeoutMs } }
-    return await measureFanout(clusterPlan, cli, 'redis', workers * perWorker, redis.url, log)
+    return await measureFanout(clusterPlan, cli, 'redis', workers, workers * perWorker, redis.url, log)
   } finally {
     await redis.kill()
   }

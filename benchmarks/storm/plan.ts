@@ -51,6 +51,8 @@ export const USAGE = `npm run bench:storm -- [options]
   --storm-rate N             autocannon requests per second (default 825, i.e. 49.5K/min)
   --out DIR                  where storm.json, storm.md and storm.svg go (default benchmarks/results,
                              benchmarks/results/tmp for --quick)
+  --force                    write the committed results even when the run starts on a busy machine
+                             (load average above half the CPUs; otherwise they go to results/tmp)
 `
 
 const FULL = { warmup: 5, duration: 15, narrowed: 8, rejection: 5, rejectionWarmup: 1, restart: 20 }

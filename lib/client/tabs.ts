@@ -41,6 +41,20 @@ export const TAB_LEASE = Object.freeze({ beatMs: 250, leaseMs: 1500, claimMs: 25
 /** Ids of the last events a tab delivered, to drop the ones a new leader's replay repeats. */
 const SEEN_IDS = 1024
 
+/** The election's time: the browser's by default; a test passes its own to step it beat by beat. */
+export interface TabClock {
+  now: () => number
+  every: (tick: () => void, ms: number) => () => void
+}
+
+const SYSTEM_CLOCK: TabClock = {
+  now: () => Date.now(),
+  every: (tick, ms) => {
+    const timer = setInterval(tick, ms)
+    return () => clearInterval(timer)
+  }
+}
+
 function stateRecord (state: TowerSseClientState): StateRecord {
   return state.kind === 'closed' ? { kind: 'closed', error: state.error === null ? null : errorRecord(state.error) } : state
 }
@@ -58,7 +72,7 @@ export class TabShare {
   private readonly lockRequest = new AbortController()
   private releaseLock: (() => void) | null = null
   private readonly seen = new Set<string>()
-  private beatTimer: ReturnType<typeof setInterval> | undefined
+  private stopBeats: (() => void) | undefined
   private lastBeatAt = 0
   private claimingSince: number | null = null
 
@@ -66,7 +80,8 @@ export class TabShare {
     private readonly name: string,
     private readonly openWire: (lastEventId: string, sink: WireSink) => StreamWire,
     private readonly sink: TabSink,
-    private readonly locks: TabLocks | undefined
+    private readonly locks: TabLocks | undefined,
+    private readonly clock: TabClock = SYSTEM_CLOCK
   ) {
     this.channel = new BroadcastChannel(name)
   }
@@ -89,8 +104,8 @@ export class TabShare {
       return
     }
     // A leader answers hello with a beat; if none does within claimMs, this tab claims.
-    this.lastBeatAt = Date.now() - TAB_LEASE.leaseMs + TAB_LEASE.claimMs
-    this.beatTimer = setInterval(() => this.tick(), TAB_LEASE.beatMs)
+    this.lastBeatAt = this.clock.now() - TAB_LEASE.leaseMs + TAB_LEASE.claimMs
+    this.stopBeats = this.clock.every(() => this.tick(), TAB_LEASE.beatMs)
   }
 
   /** This tab leaves: a leader resigns (the next tab takes over at once), a follower stops listening. */
@@ -102,7 +117,7 @@ export class TabShare {
     wire?.close()
     if (wire !== null) this.post({ t: 'resign', tab: this.tab })
     this.closed = true
-    clearInterval(this.beatTimer)
+    this.stopBeats?.()
     this.lockRequest.abort()
     this.releaseLock?.()
     this.channel.close()
@@ -154,12 +169,12 @@ export class TabShare {
     const wire = this.wire
     this.wire = null
     wire?.close()
-    this.lastBeatAt = Date.now()
+    this.lastBeatAt = this.clock.now()
     this.sink.role('follower')
   }
 
   private tick (): void {
-    const now = Date.now()
+    const now = this.clock.now()
     if (this.wire !== null) {
       this.post({ t: 'beat', tab: this.tab })
     } else if (this.claimingSince === null) {
@@ -227,7 +242,7 @@ export class TabShare {
       return
     }
     if (kind === 'beat' || (this.claimingSince !== null && tab < this.tab)) {
-      this.lastBeatAt = Date.now()
+      this.lastBeatAt = this.clock.now()
       this.claimingSince = null
     }
   }
