@@ -16,7 +16,9 @@ export default [
       // Nested promises need names that tell them apart (resolveEnd, resolveEvent).
       'promise/param-names': 'off',
       // Meant for Node-style callbacks (none here); it misreads a parameter property named `error`.
-      'n/handle-callback-err': 'off'
+      'n/handle-callback-err': 'off',
+      // A `let` that a teardown closure reads before the test assigns it cannot be a `const`.
+      'prefer-const': ['error', { destructuring: 'all', ignoreReadBeforeAssign: true }]
     }
   },
   {

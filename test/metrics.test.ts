@@ -79,7 +79,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
   const readers: SseConnection[] = []
-  let slow: ReturnType<typeof rawStream> | undefined = undefined
+  let slow: ReturnType<typeof rawStream> | undefined
   let closing = false
   // A failure part-way must not leave the server (and its 60 s streams) holding the file open.
   t.teardown(async () => {
