@@ -16,7 +16,7 @@ t.test('--log-format pretty (over TOWER_LOG_FORMAT): a line a person reads, on a
   const lines = await startAndStop(t, ['--log-format', 'pretty'], { TOWER_LOG_FORMAT: 'json' })
   t.equal(lines.length, 2, 'start-up and SIGTERM: two lines')
   // The time of day, the level and the message; no pid, host or colour (stdout is a pipe).
-  t.match(lines[0], /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: tower: listening on http:\/\/127\.0\.0\.1:\d+, events at \/api\/events; hosts /)
+  t.match(lines[0], /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: tower: listening on http:\/\/127\.0\.0\.1:\d+, events at \/api\/events; bus memory; hosts /)
   t.match(lines[1], /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: tower: SIGTERM: ending 0 open streams and stopping$/)
   t.notMatch(lines.join('\n'), /[{}]|"level"|pid/, 'no JSON')
   t.notOk(lines.join('\n').includes('\u001b'), 'no escape codes')
