@@ -96,6 +96,7 @@ t.test('each target is judged on its own column', async (t) => {
     plan: QUICK_PLAN,
     finishedAt: 'now',
     durationS: 1,
+    refused: ['allkeys-lru under memory pressure: Tower exited at start: maxmemory-policy is allkeys-lru'],
     failures: ['clock-ahead: boom'],
     machine: { cpus: 2, loadBefore: [1, 2, 3], loadAfter: [4, 5, 6], description: 'here' },
     rows: [withVerdicts(clean), withVerdicts({ ...clean, title: 'bad', late: 2, clientsAway: 3 })]
@@ -105,6 +106,7 @@ t.test('each target is judged on its own column', async (t) => {
   t.match(md, /\| bad \|.*\| NOT met: late deliveries = 0 \(2\) \|/)
   t.match(md, 'Targets NOT met: 1 (of 10 judged)')
   t.match(md, '- clock-ahead: boom')
+  t.match(md, /Refused at start, as the bus must[^\n]*\n- allkeys-lru under memory pressure: Tower exited at start: maxmemory-policy is allkeys-lru/)
   t.match(md, 'bad: 3 client(s) were still away 30 s after the fault')
   t.notMatch(md, 'x: 0 client(s)', 'only rows with clients away')
 })

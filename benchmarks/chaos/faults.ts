@@ -28,6 +28,8 @@ export interface Fault {
   failover: boolean
   /** The fault stops the second instance and starts it again (its clients' reconnects are not drops). */
   restartsB: boolean
+  /** A setup the bus must refuse at start (Tower exits naming it): the row is that refusal, nothing is published. */
+  refusedAtStart?: RegExp
   /** Runs the fault and starts its recovery; resolves when the fault is over (recovery may still be under way). */
   inject: (ctx: FaultContext) => Promise<void>
 }
@@ -158,6 +160,7 @@ export function faults (t: FaultTimes): Fault[] {
       perSec: 20,
       setup: single({ memory: { maxmemory: '3mb', policy: 'allkeys-lru' } }),
       losesData: true,
+      refusedAtStart: /maxmemory-policy is allkeys-lru/,
       inject: async (ctx) => {
         // Filler: 8 KB values, 50 every 100 ms, bounded by the stall time: Redis must evict.
         const filler = 'f'.repeat(8192)
@@ -214,6 +217,10 @@ export function faults (t: FaultTimes): Fault[] {
         if (d !== -1) fields[d + 1] = JSON.stringify({ type: 'bench', title: 'ahead', body: '' })
         const o = fields.indexOf('o')
         if (o !== -1) fields[o + 1] = 'chaos:ahead'
+        // As the bus's script would write it on that primary: the epoch's next sequence number,
+        // counted in its meta hash too (a copy of the last one's would be a rollback of its own).
+        const n = fields.indexOf('n')
+        if (n !== -1) fields[n + 1] = String(await primary.command('HINCRBY', `${ctx.key}:meta`, 's', 1))
         await primary.command('XADD', stream, `${Date.now() + 60_000}-0`, ...fields)
         await sleep(t.writeWindowMs)
         await killPrimaryAndFailOver(topology, t, ctx.log)

@@ -12,6 +12,8 @@ export interface ChaosResults {
   durationS: number
   machine: { cpus: number, loadBefore: number[], loadAfter: number[], description: string }
   rows: Array<ChaosRow & { verdicts: Verdict[] }>
+  /** Setups the bus refused at start, as it must (nothing published, so nothing to lose), with Tower's line. */
+  refused: string[]
   /** Faults whose row could not be measured, with why. */
   failures: string[]
 }
@@ -43,6 +45,7 @@ export function chaosMarkdown (results: ChaosResults): string {
     table,
     `Targets NOT met: ${failed} (of ${results.rows.reduce((n, r) => n + r.verdicts.length, 0)} judged).`,
     ...results.rows.filter((r) => r.clientsAway > 0).map((r) => `${r.title}: ${r.clientsAway} client(s) were still away 30 s after the fault; their missing events count as lost.`),
+    ...(results.refused.length === 0 ? [] : ['', 'Refused at start, as the bus must (no publish is accepted, so none can be lost):', ...results.refused.map((f) => `- ${f}`)]),
     ...(results.failures.length === 0 ? [] : ['', 'Rows not measured:', ...results.failures.map((f) => `- ${f}`)]),
     ''
   ].join('\n')

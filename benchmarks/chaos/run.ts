@@ -42,6 +42,7 @@ async function main (): Promise<void> {
     durationS: 0,
     machine: { cpus: os.cpus().length, loadBefore: os.loadavg(), loadAfter: [], description: description() },
     rows: [],
+    refused: [],
     failures: []
   }
   try {
@@ -52,7 +53,13 @@ async function main (): Promise<void> {
         results.rows.push(row)
         log(`${fault.name}: acked ${row.acknowledged}, lost silently ${row.lostSilently}, late ${row.late}, resyncs max ${row.resyncs.max}, notify max ${row.notifyDuringFault.maxMs ?? '–'} ms, dropped ${row.streamsDropped}`)
       } catch (error) {
-        results.failures.push(`${fault.name}: ${(error as Error).message}`)
+        const { message } = error as Error
+        if (fault.refusedAtStart?.test(message) === true) {
+          results.refused.push(`${fault.title}: ${message}`)
+          log(`${fault.name}: refused at start, as it must be`)
+          continue
+        }
+        results.failures.push(`${fault.name}: ${message}`)
         log(`${fault.name} failed: ${(error as Error).stack ?? String(error)}`)
         process.exitCode = 1
       }

@@ -49,12 +49,19 @@ export class TowerProcess {
   readonly busDownAt = new Map<number, number[]>()
   /** Lines Tower has printed so far (every process of it): the soak's log-volume figure. */
   logLines = 0
+  /** The last line Tower wrote to stderr. */
+  lastError = ''
   private readonly child: ChildProcess
 
   private constructor (readonly port: number, options: TowerStart) {
     const args = [options.cli, '--host', '127.0.0.1', '--port', String(port), '--workers', String(options.workers), ...options.flags]
     if (options.redisUrl !== undefined) args.push('--redis', options.redisUrl)
-    this.child = spawnGroup(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    this.child = spawnGroup(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    // Passed through as before, the last line kept: a Tower that exits at start says why in it.
+    createInterface({ input: this.child.stderr as NodeJS.ReadableStream }).on('line', (text) => {
+      process.stderr.write(text + '\n')
+      this.lastError = text
+    })
     const primary = this.child.pid as number
     if (options.workers === 1) this.workerPids.add(primary)
     const lines = createInterface({ input: this.child.stdout as NodeJS.ReadableStream })
@@ -87,7 +94,7 @@ export class TowerProcess {
     let exited = false
     tower.child.once('exit', () => { exited = true })
     await waitFor(`Tower (${options.workers} worker(s)) to listen`, () => {
-      if (exited) throw new Error('Tower exited at start')
+      if (exited) throw new Error(`Tower exited at start: ${tower.lastError}`)
       return tower.ready(options.workers)
     }, START_TIMEOUT_MS)
     return tower

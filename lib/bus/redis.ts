@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis, RedisOptions } from 'ioredis'
+import { backoffDelayMs } from '../client/policy'
 import { createRedisConnection } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
@@ -128,7 +129,8 @@ export class RedisBus implements Bus {
       autoResendUnfulfilledCommands: false,
       maxRetriesPerRequest: 0,
       connectTimeout: CONNECT_TIMEOUT_MS,
-      retryStrategy: (attempt) => Math.round(options.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(attempt, 10)))
+      // The same full-jitter curve as before the shared helper: windows of 200 ms, 400 ms, … 2 s.
+      retryStrategy: (attempt) => backoffDelayMs(attempt + 1, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
     }
     if (typeof options.redis === 'string') {
       this.publisher = createRedisConnection(options.redis, own)
