@@ -82,7 +82,10 @@ t.test('Tower on a Sentinel URL publishes, and publishes again after the primary
     if (answer?.status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
   }
   t.equal(answer?.status, 200, `notify accepted again on the new primary (last answer: ${answer?.status ?? 'none'})`)
-  await waitFor('the event published after the failover on the stream', () => stream.events.some((e) => e.data.includes('"after"')), 10_000)
+  // The reader follows the sentinels on its own reconnect schedule (capped at 2 s, plus the connect
+  // timeout of a dead primary): on a loaded machine that can take longer than the publish did.
+  await waitFor('the event published after the failover on the stream', () => stream.events.some((e) => e.data.includes('"after"')), 25_000)
+    .catch((error: Error) => { throw new Error(`${error.message}; the stream got ${JSON.stringify(stream.events.map((e) => [e.event, e.id, e.data.slice(0, 60)]))}, answer ${answer?.body ?? 'none'}`) })
   t.same(stream.events.filter((e) => e.event !== 'resync').map((e) => JSON.parse(e.data).title ?? 'connected'), ['connected', 'before', 'after'], 'the open stream got both, in order, once')
   const stats = JSON.parse((await request(port, 'GET', '/api/events/stats')).body) as TowerStats
   t.same([stats.bus.state, stats.instances?.map((i) => i.bus)], ['up', ['up']], 'the instance board reads the new primary too')
