@@ -197,13 +197,12 @@ t.test('TIME_WAIT is counted on the side that closed first', async (t) => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => server.close())
   const port = (server.address() as net.AddressInfo).port
-  const before = countTimeWait(port)
   const client = net.connect(port, '127.0.0.1')
   await new Promise((resolve) => client.once('connect', resolve))
+  const clientPorts = new Set([client.localPort ?? 0])
   client.end()
   await new Promise((resolve) => client.once('close', resolve))
-  t.equal(countTimeWait(port).client, before.client + 1, 'the client closed first: its side holds the TIME_WAIT')
-  t.equal(countTimeWait(port).server, before.server)
+  t.same(countTimeWait(port, { clientPorts }), { client: 1, server: 0 }, 'the client closed first: its side holds the TIME_WAIT')
 
   const table = path.join(await mkdtemp(path.join(os.tmpdir(), 'tcp-table-')), 'tcp')
   t.teardown(() => rm(path.dirname(table), { recursive: true, force: true }))
@@ -215,6 +214,9 @@ t.test('TIME_WAIT is counted on the side that closed first', async (t) => {
     '   3: 0100007F:9C43 0100007F:1068 01 00000000:00000000',
     '   4: 0100007F:1069 0100007F:9C44 06 00000000:00000000'
   ].join('\n'))
-  t.same(countTimeWait(4200, [table, table + '6-absent']), { client: 2, server: 1 })
+  t.same(countTimeWait(4200, { tables: [table, table + '6-absent'] }), { client: 2, server: 1 })
+  // Only the connections from the given client ports: 0x9C41 (40001) and 0x9C40 (40000).
+  t.same(countTimeWait(4200, { tables: [table], clientPorts: new Set([40000, 40001]) }), { client: 1, server: 1 })
+  t.same(countTimeWait(4200, { tables: [table], clientPorts: new Set([40004]) }), { client: 0, server: 0 })
   t.throws(() => countTimeWait(0), /port must be an integer 1-65535/)
 })
