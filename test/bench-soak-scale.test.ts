@@ -8,7 +8,7 @@ import { capacity, scaleTargets } from '../benchmarks/scale/capacity'
 import type { ScaleRow } from '../benchmarks/scale/ladder'
 import { ceilingStreams, FULL_PLAN as SCALE_FULL, parseArgs as parseScaleArgs, QUICK_PLAN as SCALE_QUICK, resolveSteps } from '../benchmarks/scale/plan'
 import { writeScaleReport, type ScaleResults } from '../benchmarks/scale/report'
-import { FULL_PLAN, maxClients, parseArgs, QUICK_PLAN, towerFlags, waveStarts, type SoakPlan } from '../benchmarks/soak/plan'
+import { FULL_PLAN, maxClients, parseArgs, QUICK_PLAN, STORM_ADDRESS, towerFlags, waveStarts, type SoakPlan } from '../benchmarks/soak/plan'
 import { afterWaveStop, logBudget, soakRun, writeSoakReport } from '../benchmarks/soak/report'
 import { counterIncrease, quarters, readMetrics, type Sample } from '../benchmarks/soak/samples'
 import type { SoakTraffic } from '../benchmarks/soak/soak'
@@ -48,6 +48,9 @@ t.test('storm waves fit wholly inside the run; the storm holds only its own key\
   t.ok(FULL_PLAN.storm.perSec * 60 >= 49_500, 'the seed\'s 49.5K/min')
   const flags = towerFlags(FULL_PLAN)
   t.equal(flags[flags.indexOf('--max-clients-per-key') + 1], String(FULL_PLAN.storm.slots))
+  // Every other client is 127.0.0.1; the storm's X-Forwarded-For counts only from a trusted loopback proxy.
+  t.equal(flags[flags.indexOf('--trust-proxy') + 1], '127.0.0.1')
+  t.not(STORM_ADDRESS, '127.0.0.1', 'the storm has a key of its own')
   t.equal(flags[flags.indexOf('--max-clients') + 1], String(maxClients(FULL_PLAN)))
   const steady = FULL_PLAN.steady.seqClients + FULL_PLAN.steady.seqEventSources + FULL_PLAN.steady.groups.reduce((sum, g) => sum + g.size, 0)
   t.ok(maxClients(FULL_PLAN) >= steady + FULL_PLAN.storm.slots, 'steady clients are never refused for capacity')
@@ -104,7 +107,7 @@ function traffic (overrides: Partial<SoakTraffic> = {}): SoakTraffic {
     samples,
     posts: { posted: 1_050_000, accepted: 1_050_000, refused: {}, unanswered: 0 },
     kinds: [kind],
-    waves: [{ atS: 60, stoppedS: 150, attempts: 74_000, opened: 100, refused: 73_000, errors: {}, failed: null }],
+    waves: [{ atS: 60, stoppedS: 150, attempts: 74_000, errors: {}, failed: null }],
     incidents: [],
     ...overrides
   }
@@ -112,11 +115,11 @@ function traffic (overrides: Partial<SoakTraffic> = {}): SoakTraffic {
 
 t.test('soak targets: every one met on a clean run, each NOT met when its figure is off', async (t) => {
   const plan = structuredClone(FULL_PLAN) as SoakPlan
-  const clean = soakRun(plan, traffic(), { lines: 60, lifeS: 1800 }, machine)
+  const clean = soakRun(plan, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine)
   t.equal(clean.attempts, 1800 * 100 + 1800 * 200, 'connects + refusals, from the counters')
   t.equal(clean.publishes, 1_050_000)
   t.same(clean.targets.filter((x) => !x.met).map((x) => x.target), [])
-  const judged = (over: Partial<SoakTraffic>, lines = 60): string[] => soakRun(plan, traffic(over), { lines, lifeS: 1800 }, machine).targets.filter((x) => !x.met).map((x) => x.target)
+  const judged = (over: Partial<SoakTraffic>, lines = 60): string[] => soakRun(plan, traffic(over), { lines, text: [], lifeS: 1800 }, machine).targets.filter((x) => !x.met).map((x) => x.target)
   notMet(t, judged({ durationS: 1700 }), [/30 minutes/])
   notMet(t, judged({ posts: { posted: 999_999, accepted: 999_999, refused: {}, unanswered: 0 } }), [/1,000,000 publishes/])
   notMet(t, judged({ fdsAfter: 32 }), [/open files back to the baseline/])
@@ -129,27 +132,27 @@ t.test('soak targets: every one met on a clean run, each NOT met when its figure
   // TIME_WAIT within 60 s of a wave's stop is the bench aborting the storm; elsewhere it counts.
   const afterStop = traffic().samples.map((s) => s.t === 160 ? { ...s, clientTimeWait: 800 } : s)
   t.same(judged({ samples: afterStop }), [])
-  t.equal(soakRun(plan, traffic({ samples: afterStop }), { lines: 60, lifeS: 1800 }, machine).clientTimeWaitAfterWaveStops, 800)
+  t.equal(soakRun(plan, traffic({ samples: afterStop }), { lines: 60, text: [], lifeS: 1800 }, machine).clientTimeWaitAfterWaveStops, 800)
   const during = traffic().samples.map((s) => s.t === 100 ? { ...s, clientTimeWait: 3 } : s)
   notMet(t, judged({ samples: during }), [/client-side TIME_WAIT/])
   const failedWave = { ...traffic().waves[0], attempts: 0, failed: 'no reply to "start" within 30000 ms' }
-  const short = soakRun(plan, traffic({ waves: [failedWave], samples: traffic().samples.map((s) => ({ ...s, connects: 1, refusals: 0 })) }), { lines: 60, lifeS: 1800 }, machine)
+  const short = soakRun(plan, traffic({ waves: [failedWave], samples: traffic().samples.map((s) => ({ ...s, connects: 1, refusals: 0 })) }), { lines: 60, text: [], lifeS: 1800 }, machine)
   t.match(short.targets.find((x) => /connection attempts/.test(x.target)), { measured: '1 (1 storm wave(s) failed to start)', met: false })
 })
 
 t.test('a resync is allowed only in the Redis run, where the restart costs one', async (t) => {
   const resynced = { ...traffic().kinds[0], resyncs: [[0, 15], [1, 5]] as Array<[number, number]> }
-  const one = soakRun(FULL_PLAN, traffic({ kinds: [resynced] }), { lines: 60, lifeS: 1800 }, machine)
+  const one = soakRun(FULL_PLAN, traffic({ kinds: [resynced] }), { lines: 60, text: [], lifeS: 1800 }, machine)
   t.equal(one.resyncedClients, 5)
   t.equal(one.targets.find((x) => /steady clients/.test(x.target))?.met, false)
   const redisPlan = { ...FULL_PLAN, workers: 2 }
-  t.equal(soakRun(redisPlan, traffic({ kinds: [resynced] }), { lines: 60, lifeS: 1800 }, machine).targets.find((x) => /steady clients/.test(x.target))?.met, true)
+  t.equal(soakRun(redisPlan, traffic({ kinds: [resynced] }), { lines: 60, text: [], lifeS: 1800 }, machine).targets.find((x) => /steady clients/.test(x.target))?.met, true)
 })
 
 t.test('the log budget: per process one line per window plus start and stop; a cluster adds its primary\'s lines and its incidents', async (t) => {
   t.equal(logBudget(FULL_PLAN, 1800), 60 + 2, '30 min of 30 s windows, one process')
   t.equal(logBudget(FULL_PLAN, 1801), 61 + 2, 'a window begun is a window')
-  t.equal(logBudget({ ...FULL_PLAN, workers: 2 }, 1800), 2 * 62 + (1 + 2 + 1) + (2 * 2 + 3), 'workers, primary, incidents')
+  t.equal(logBudget({ ...FULL_PLAN, workers: 2 }, 1800), 2 * 62 + (2 + 2 * 2) + (2 * 2 + 3), 'workers, primary (start, stop, each worker started and exited), incidents')
   t.equal(afterWaveStop(150, [150]), true)
   t.equal(afterWaveStop(209.9, [150]), true)
   t.equal(afterWaveStop(210, [150]), false)
@@ -203,8 +206,8 @@ t.test('scale targets: judged at the largest count both reached, each NOT met wh
 
 t.test('results shape: soak.json keeps one run per worker count; scale.json has its rows', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'soak-scale-'))
-  await writeSoakReport(dir, soakRun(FULL_PLAN, traffic(), { lines: 60, lifeS: 1800 }, machine))
-  await writeSoakReport(dir, soakRun({ ...FULL_PLAN, workers: 2 }, traffic({ incidents: [{ what: 'Redis SIGKILLed', atS: 720 }] }), { lines: 200, lifeS: 1800 }, machine))
+  await writeSoakReport(dir, soakRun(FULL_PLAN, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine))
+  await writeSoakReport(dir, soakRun({ ...FULL_PLAN, workers: 2 }, traffic({ incidents: [{ what: 'Redis SIGKILLed', atS: 720 }] }), { lines: 200, text: [], lifeS: 1800 }, machine))
   const soak = JSON.parse(readFileSync(path.join(dir, 'soak.json'), 'utf8')) as { runs: Array<Record<string, unknown>> }
   t.same(soak.runs.map((r) => r.workers), [1, 2])
   for (const key of ['durationS', 'attempts', 'publishes', 'lost', 'duplicated', 'outOfOrder', 'clientTimeWait', 'logLines', 'samples', 'machine', 'targets']) {
@@ -214,6 +217,8 @@ t.test('results shape: soak.json keeps one run per worker count; scale.json has 
   const md = readFileSync(path.join(dir, 'soak.md'), 'utf8')
   t.match(md, /One process, memory bus/)
   t.match(md, /Incidents: Redis SIGKILLed at 720 s/)
+  // The wave from 60 s to 150 s, read from Tower's counters (100 connects and 200 refusals a second).
+  t.match(md, /\| 1 \| 60 \| 74,000 \| 9,000 \| 18,000 \| none \|/)
   t.match(readFileSync(path.join(dir, 'soak.svg'), 'utf8'), /^<svg/)
 
   const rows = [row('raw', 1000), row('tower-sse+metrics', 1000)]

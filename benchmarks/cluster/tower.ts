@@ -35,6 +35,9 @@ function parseLine (line: string, primaryPid: number): TowerLine | null {
   return { pid: primaryPid, time: Date.now(), msg: line }
 }
 
+/** Tower prints one summary per log interval: a long soak keeps every line well under this. */
+const LOG_KEPT = 5000
+
 /**
  * Tower as `npm start` runs it (the compiled CLI), one process or a node:cluster primary with
  * workers; what it prints tells which workers live and when each one's Redis bus came back.
@@ -49,6 +52,8 @@ export class TowerProcess {
   readonly busDownAt = new Map<number, number[]>()
   /** Lines Tower has printed so far (every process of it): the soak's log-volume figure. */
   logLines = 0
+  /** The first LOG_KEPT of those lines, as printed: what the soak's log-volume figure counted. */
+  readonly log: string[] = []
   /** The last line Tower wrote to stderr. */
   lastError = ''
   private readonly child: ChildProcess
@@ -67,6 +72,7 @@ export class TowerProcess {
     const lines = createInterface({ input: this.child.stdout as NodeJS.ReadableStream })
     lines.on('line', (text) => {
       this.logLines++
+      if (this.log.length < LOG_KEPT) this.log.push(text)
       const line = parseLine(text, primary)
       if (line !== null) this.onLine(line)
     })

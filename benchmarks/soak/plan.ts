@@ -137,6 +137,13 @@ export function waveStarts (plan: SoakPlan): number[] {
   return starts
 }
 
+/**
+ * The storm's client address, as its X-Forwarded-For gives it to Tower trusting loopback. Tower
+ * keys streams by address, and every other client of the run is 127.0.0.1: without a key of its
+ * own the storm would fill theirs and refuse the steady clients' reconnects.
+ */
+export const STORM_ADDRESS = '127.0.0.2'
+
 /** Streams Tower must hold: the steady clients plus the storm's own slots, with room for reconnects in flight. */
 export function maxClients (plan: SoakPlan): number {
   const steady = plan.steady.seqClients + plan.steady.seqEventSources + plan.steady.groups.reduce((sum, g) => sum + g.size, 0)
@@ -149,6 +156,8 @@ export function towerFlags (plan: SoakPlan): string[] {
   return [
     '--max-clients', String(maxClients(plan)),
     '--max-clients-per-key', String(plan.storm.slots),
+    // The storm says it comes from STORM_ADDRESS through a proxy on loopback: a key of its own.
+    '--trust-proxy', '127.0.0.1',
     '--max-age-ms', String(tower.maxAgeMs),
     '--max-age-jitter-ms', String(tower.maxAgeJitterMs),
     '--retry-ms', String(tower.retryMs),

@@ -7,7 +7,7 @@ import { writeResults } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { MachineLoad } from './machine'
 import type { SoakPlan } from './plan'
-import { counterIncrease, quarters, type QuarterCheck } from './samples'
+import { counterIncrease, quarters, type QuarterCheck, type Sample } from './samples'
 import type { SoakTraffic } from './soak'
 
 /** One soak run as soak.json holds it: the issue's figures first, then what they come from. */
@@ -36,6 +36,8 @@ export interface SoakRun {
   clientTimeWaitAfterWaveStops: number
   /** Lines Tower printed over its life (start to stop, `towerLifeS`), and what the summary-log rule allows (see logBudget). */
   logLines: number
+  /** Tower's lines as printed (the first 5,000), for reading what the log target counted. */
+  towerLog: readonly string[]
   logBudget: number
   towerLifeS: number
   fdsBaseline: number
@@ -55,7 +57,7 @@ export interface SoakResults { runs: SoakRun[] }
  * The lines Tower may print over `lifeS` seconds (its start to its stop) by the summary-log rule:
  * per serving process, one summary per logIntervalMs window (a window begun counts, the last one
  * flushed at stop), its "listening" line and its stop line. A cluster's primary adds its own start
- * line, one "worker started" per worker and its stop line; the Redis run's incidents add each
+ * and stop lines and, per worker, "worker started" and "worker exited"; the Redis run's incidents add each
  * worker's "bus down" and "bus up again", and for the killed worker "died", "started" and its
  * replacement's "listening".
  */
@@ -63,7 +65,7 @@ export function logBudget (plan: SoakPlan, lifeS: number): number {
   const windows = Math.ceil(lifeS * 1000 / plan.tower.logIntervalMs)
   const perWorker = windows + 2
   if (plan.workers === 1) return perWorker
-  const primary = 1 + plan.workers + 1
+  const primary = 2 + 2 * plan.workers
   const incidents = 2 * plan.workers + 3
   return plan.workers * perWorker + primary + incidents
 }
@@ -111,7 +113,7 @@ export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
 }
 
 /** The run's figures from its traffic and Tower's log: its line count once stopped, and its life in seconds. */
-export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, lifeS: number }, machine: MachineLoad): SoakRun {
+export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, text: readonly string[], lifeS: number }, machine: MachineLoad): SoakRun {
   const { samples, durationS, fdsBaseline, fdsAfter, ...rest } = traffic
   const stops = traffic.waves.map((w) => w.stoppedS)
   const total = (pick: (k: SoakTraffic['kinds'][number]) => number): number => traffic.kinds.reduce((sum, k) => sum + pick(k), 0)
@@ -130,6 +132,7 @@ export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines
     clientTimeWait: Math.max(0, ...samples.filter((s) => !afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
     clientTimeWaitAfterWaveStops: Math.max(0, ...samples.filter((s) => afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
     logLines: towerLog.lines,
+    towerLog: towerLog.text,
     logBudget: logBudget(plan, towerLog.lifeS),
     towerLifeS: towerLog.lifeS,
     fdsBaseline,
@@ -144,13 +147,24 @@ export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines
   return { ...run, targets: soakTargets(run) }
 }
 
+/**
+ * The samples that bracket a storm wave: the last one before it began to the first one after it
+ * stopped. autocannon cannot tell a stream from a refusal when it reconnects after every
+ * request, so what the wave got is read from Tower's counters over that span.
+ */
+function duringWave (samples: readonly Sample[], atS: number, stoppedS: number): Sample[] {
+  const before = samples.filter((s) => s.t <= atS).length
+  const after = samples.findIndex((s) => s.t >= stoppedS)
+  return samples.slice(Math.max(0, before - 1), after === -1 ? samples.length : after + 1)
+}
+
 function runMarkdown (run: SoakRun): string {
   const out: string[] = [`## ${run.workers === 1 ? 'One process, memory bus' : `${run.workers} workers (node:cluster), Redis bus, Redis restarted and a worker killed`} (${run.plan.name} plan, finished ${run.finishedAt})`, '']
   out.push(`Machine: ${run.machine.cpus} CPUs, load average ${run.machine.loadBefore.join(' / ')} before, ${run.machine.loadAfter.join(' / ')} after (1/5/15 min).`, '')
   const { plan, traffic } = run
   const steady = plan.steady.groups.map((g) => `${g.size} ${g.population}`).join(', ')
   out.push(`${(run.durationS / 60).toFixed(1)} min of traffic: ${plan.steady.seqClients} tower-sse/client tabs and ${plan.steady.seqEventSources} spec EventSources accounted by sequence number, plus ${steady} (storm/populations); every stream ended by Tower after maxAgeMs ${int(plan.tower.maxAgeMs)} ± ${int(plan.tower.maxAgeJitterMs)} ms, so all of them churn. ` +
-    `${traffic.waves.length} storm waves of ${plan.storm.durationMs / 1000} s (autocannon offering ${int(plan.storm.perSec)}/s on as many connections, a new TCP connection per request, Retry-After ignored; what arrives is what Tower's tarpit lets through: see attempts below; its own clientId, held to ${plan.storm.slots} streams by --max-clients-per-key). ` +
+    `${traffic.waves.length} storm waves of ${plan.storm.durationMs / 1000} s (autocannon offering ${int(plan.storm.perSec)}/s on as many connections, a new TCP connection per request, Retry-After ignored; what arrives is what Tower's tarpit lets through: see attempts below; its own address (X-Forwarded-For from a trusted loopback proxy), held to ${plan.storm.slots} streams by --max-clients-per-key). ` +
     `Notifies: ${plan.notify.perSec}/s one at a time plus ${plan.notify.burstSize} back to back every ${plan.notify.burstEveryMs / 1000} s; ${int(traffic.posts.posted)} posted, ${int(traffic.posts.accepted)} accepted, ${int(traffic.posts.unanswered)} unanswered${Object.keys(traffic.posts.refused).length === 0 ? '' : `, refused: ${Object.entries(traffic.posts.refused).map(([status, n]) => `${int(n)}× ${status}`).join(', ')}`}.`, '')
   if (traffic.incidents.length > 0) out.push(`Incidents: ${traffic.incidents.map((i) => `${i.what} at ${i.atS.toFixed(0)} s`).join('; ')}.`, '')
   out.push(markdownTable(['target', 'measured (this run)', 'met'], run.targets.map((t) => [t.target, t.measured, t.met ? 'met' : '**NOT met**']), ['left', 'left', 'left']), '')
@@ -160,8 +174,12 @@ function runMarkdown (run: SoakRun): string {
     ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'left', 'right', 'right']
   ), '')
   out.push(markdownTable(
-    ['storm wave', 'at s', 'attempts (client-counted)', 'admitted', 'refused', 'errors'],
-    traffic.waves.map((w, i) => [String(i + 1), w.atS.toFixed(0), int(w.attempts), int(w.opened), int(w.refused), w.failed ?? (Object.entries(w.errors).map(([code, n]) => `${int(n)} ${code}`).join(', ') || 'none')]),
+    ['storm wave', 'at s', 'attempts (client-counted)', 'admitted by Tower meanwhile (all clients)', 'refused by Tower meanwhile (all clients)', 'errors'],
+    traffic.waves.map((w, i) => {
+      const during = duringWave(run.samples, w.atS, w.stoppedS)
+      const errors = w.failed ?? (Object.entries(w.errors).map(([code, n]) => `${int(n)} ${code}`).join(', ') || 'none')
+      return [String(i + 1), w.atS.toFixed(0), int(w.attempts), int(counterIncrease(during.map((s) => s.connects))), int(counterIncrease(during.map((s) => s.refusals))), errors]
+    }),
     ['right', 'right', 'right', 'right', 'right', 'left']
   ), '')
   const every = Math.max(1, Math.ceil(run.samples.length / 12))

@@ -28,7 +28,7 @@ async function main (): Promise<void> {
   try {
     const traffic = await runSoakTraffic(plan, tower, redis, log)
     await tower.shutdown(10_000)
-    const run = soakRun(plan, traffic, { lines: tower.logLines, lifeS: (Date.now() - towerStart) / 1000 }, machineLoad(machine))
+    const run = soakRun(plan, traffic, { lines: tower.logLines, text: tower.log, lifeS: (Date.now() - towerStart) / 1000 }, machineLoad(machine))
     process.stdout.write(await writeSoakReport(dir, run) + '\n')
     log(`wrote ${path.join(dir, 'soak.{json,md,svg}')}`)
   } finally {

@@ -8,7 +8,7 @@ import type { TowerProcess } from '../cluster/tower'
 import { countTimeWait } from '../lib/time-wait'
 import { PopulationProcess } from '../storm/children'
 import type { ClientStats } from '../storm/stats'
-import { waveStarts, type SoakPlan } from './plan'
+import { STORM_ADDRESS, waveStarts, type SoakPlan } from './plan'
 import { fetchMetrics, readMetrics, type Sample } from './samples'
 
 const CONNECT_TIMEOUT_MS = 60_000
@@ -25,7 +25,7 @@ export interface SoakTraffic {
   /** Sequence-accounted steady clients, per kind: lost, duplicated, out of order, resyncs. */
   kinds: KindRow[]
   /** Per storm wave: when, and what its clients counted. */
-  waves: Array<{ atS: number, stoppedS: number, attempts: number, opened: number, refused: number, errors: Record<string, number>, failed: string | null }>
+  waves: Array<{ atS: number, stoppedS: number, attempts: number, errors: Record<string, number>, failed: string | null }>
   /** Redis run: when Redis was killed and answered again, and which worker was killed when (seconds into the run). */
   incidents: Array<{ what: string, atS: number }>
 }
@@ -53,7 +53,7 @@ const WAVE_LEAD_MS = 15_000
 async function stormWave (plan: SoakPlan, url: string, runStart: number, at: number, label: string): Promise<ClientStats> {
   const { storm } = plan
   await sleep(runStart + at - WAVE_LEAD_MS - Date.now())
-  const wave = new PopulationProcess('autocannon', storm.connections, { stormRate: storm.perSec, maxSeconds: Math.ceil(storm.durationMs / 1000) + 5, hammerDelayMs: 50 }, label)
+  const wave = new PopulationProcess('autocannon', storm.connections, { stormRate: storm.perSec, maxSeconds: Math.ceil(storm.durationMs / 1000) + 5, hammerDelayMs: 50, forwardedFor: STORM_ADDRESS }, label)
   try {
     await sleep(runStart + at - Date.now())
     await wave.start(url)
@@ -111,8 +111,8 @@ export async function runSoakTraffic (plan: SoakPlan, tower: TowerProcess, redis
         return error
       })
       const stoppedS = (Date.now() - runStart) / 1000
-      if (counted instanceof Error) return { atS: at / 1000, stoppedS, attempts: 0, opened: 0, refused: 0, errors: {}, failed: counted.message }
-      return { atS: at / 1000, stoppedS, attempts: counted.attempts, opened: counted.opened, refused: counted.refused, errors: counted.errors, failed: null }
+      if (counted instanceof Error) return { atS: at / 1000, stoppedS, attempts: 0, errors: {}, failed: counted.message }
+      return { atS: at / 1000, stoppedS, attempts: counted.attempts, errors: counted.errors, failed: null }
     })
     const incidents: SoakTraffic['incidents'] = []
     const chaos = redis === null

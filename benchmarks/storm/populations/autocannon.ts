@@ -24,6 +24,7 @@ export const startAutocannon: PopulationStart = (url, size, counters, settings) 
     connections: size,
     overallRate: settings.stormRate,
     reconnectRate: 1,
+    headers: settings.forwardedFor === undefined ? {} : { 'x-forwarded-for': settings.forwardedFor },
     duration: settings.maxSeconds,
     timeout: settings.maxSeconds
   }, () => {

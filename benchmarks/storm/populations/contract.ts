@@ -8,6 +8,11 @@ export interface PopulationSettings {
   stormRate: number
   /** autocannon: how long it may run at most, in seconds (its runner stops it sooner). */
   maxSeconds: number
+  /**
+   * autocannon: the X-Forwarded-For it sends. A server keys clients by address, so a storm that
+   * must not share the other clients' per-key cap comes "through a proxy" the server trusts.
+   */
+  forwardedFor?: string
 }
 
 /** A running population; `close()` stops every client and cancels every pending reconnect. */
