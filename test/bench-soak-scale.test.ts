@@ -152,7 +152,7 @@ t.test('a resync is allowed only in the Redis run, where the restart costs one',
 t.test('the log budget: per process one line per window plus start and stop; a cluster adds its primary\'s lines and its incidents', async (t) => {
   t.equal(logBudget(FULL_PLAN, 1800), 60 + 2, '30 min of 30 s windows, one process')
   t.equal(logBudget(FULL_PLAN, 1801), 61 + 2, 'a window begun is a window')
-  t.equal(logBudget({ ...FULL_PLAN, workers: 2 }, 1800), 2 * 62 + (2 + 2 * 2) + (2 * 2 + 3), 'workers, primary (start, stop, each worker started and exited), incidents')
+  t.equal(logBudget({ ...FULL_PLAN, workers: 2 }, 1800), 2 * 62 + (2 + 2 * 2) + (3 * 2 + 3), 'workers, primary (start, stop, each worker started and exited), incidents')
   t.equal(afterWaveStop(150, [150]), true)
   t.equal(afterWaveStop(209.9, [150]), true)
   t.equal(afterWaveStop(210, [150]), false)

@@ -136,6 +136,24 @@ t.test('the reader\'s connection dropped while another instance publishes: nothi
   onB.destroy()
 })
 
+t.test('the publisher\'s connection dropped: one "down" and one "up" line, never "up" on what it knew before', async (t) => {
+  const lines: string[] = []
+  const record = (msg: string): void => { lines.push(msg.replace(/^tower-sse: Redis bus is (up|down).*$/, '$1')) }
+  const b = bus(freshKey(), { log: { warn: record, info: record } })
+  t.teardown(() => b.close())
+  await b.subscribe(() => 1, () => {})
+  await waitFor('up', () => b.stats().state === 'up')
+  // The reader stays connected (blocked in XREAD), so it is ready when the publisher comes back.
+  const clients = String(await redis.command('CLIENT', 'LIST')).split('\n')
+  const publisher = clients.filter((line) => /^id=\d+ /.test(line) && !/ cmd=(xread|client\|list) /.test(line)).map((line) => /^id=(\d+)/.exec(line)?.[1] as string)
+  t.equal(publisher.length, 1, 'one connection besides the reader and this one')
+  await redis.command('CLIENT', 'KILL', 'ID', publisher[0])
+  await waitFor('down', () => lines.includes('down'))
+  await waitFor('up again', () => b.stats().state === 'up')
+  // "Up" only once the new connection told who the server is, not on the old connection's facts.
+  t.same(lines, ['down', 'up'])
+})
+
 t.test('Redis killed and restarted: streams stay open, broadcast rejects meanwhile, events after come through', async (t) => {
   const key = freshKey()
   const a = await instance(t, key, { heartbeatMs: 50 })

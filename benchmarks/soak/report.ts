@@ -57,16 +57,16 @@ export interface SoakResults { runs: SoakRun[] }
  * The lines Tower may print over `lifeS` seconds (its start to its stop) by the summary-log rule:
  * per serving process, one summary per logIntervalMs window (a window begun counts, the last one
  * flushed at stop), its "listening" line and its stop line. A cluster's primary adds its own start
- * and stop lines and, per worker, "worker started" and "worker exited"; the Redis run's incidents add each
- * worker's "bus down" and "bus up again", and for the killed worker "died", "started" and its
- * replacement's "listening".
+ * and stop lines and, per worker, "worker started" and "worker exited". The Redis run's incidents
+ * add each worker's "bus down", "cannot prove continuity" (Redis came back empty) and "bus up
+ * again", and for the killed worker "died", "started" and its replacement's "listening".
  */
 export function logBudget (plan: SoakPlan, lifeS: number): number {
   const windows = Math.ceil(lifeS * 1000 / plan.tower.logIntervalMs)
   const perWorker = windows + 2
   if (plan.workers === 1) return perWorker
   const primary = 2 + 2 * plan.workers
-  const incidents = 2 * plan.workers + 3
+  const incidents = 3 * plan.workers + 3
   return plan.workers * perWorker + primary + incidents
 }
 

@@ -141,13 +141,14 @@ export class RedisBus implements Bus {
     }
     // The blocking reader needs a connection of its own; it is always ours.
     this.reader = this.publisher.duplicate(own)
+    // A new connection may be to another server (a restart, a failover): learn who it is before publishing.
+    // First of the 'ready' listeners, so the state is never judged "up" on the old connection's facts.
+    this.publisher.on('ready', this.learnPublisher)
     for (const connection of [this.publisher, this.reader]) {
       connection.defineCommand(COMMAND, { numberOfKeys: 3, lua: BUS_SCRIPT })
       // Errors surface as rejected commands and as the bus's state; unhandled they would crash the app.
       for (const name of STATE_EVENTS) connection.on(name, this.noteState)
     }
-    // A new connection may be to another server (a restart, a failover): learn who it is before publishing.
-    this.publisher.on('ready', this.learnPublisher)
     this.reader.on('ready', () => { this.readerFacts = null })
     this.watchdog = setInterval(this.probe, WATCHDOG_MS).unref()
   }
