@@ -65,6 +65,13 @@ export class Population {
     return { clients: replies.reduce((s, r) => s + r.clients, 0), lastMs: Math.max(0, ...replies.map((r) => r.lastMs)) }
   }
 
+  /** The highest sequence number every client still in the run has reached (null: none is). */
+  async slowest (): Promise<number | null> {
+    const replies = await Promise.all(this.processes.map((p) => p.ipc.request<{ highest: number | null }>({ type: 'slowest' }, REQUEST_MS)))
+    const reached = replies.map((r) => r.highest).filter((h): h is number => h !== null)
+    return reached.length === 0 ? null : Math.min(...reached)
+  }
+
   async exit (): Promise<void> {
     await Promise.all(this.processes.map(async (p) => {
       await p.ipc.request({ type: 'close' }, 5000).catch(() => undefined)

@@ -190,6 +190,12 @@ serveIpc('cluster seq client', {
   /** How many clients have received `seq`, and when the last of them did (epoch ms). */
   arrival: (request) => firstArrivals.get(Number(field(request, 'seq'))) ?? { clients: 0, lastMs: 0 },
 
+  /** The lowest `highest` of the clients still in the run (closed for good ones left out), or null if none is. */
+  slowest: () => {
+    const live = held.filter((c) => !c.closedForGood)
+    return { highest: live.length === 0 ? null : Math.min(...live.map((c) => c.highest)) }
+  },
+
   close: () => {
     for (const close of closers) close()
     return held.length

@@ -41,7 +41,7 @@ export interface SoakPlan {
     historyMaxEvents: number
     historyMaxBytes: number
   }
-  /** After the last notify: time for the last replays to land before accounting. */
+  /** After the last notify: longest wait for every accounted client to have every accepted event before accounting. */
   drainMs: number
   /** After the clients leave: longest wait for Tower's open files to come back to the baseline. */
   settleMs: number
@@ -75,7 +75,7 @@ export const FULL_PLAN: Readonly<SoakPlan> = Object.freeze({
     historyMaxEvents: 20_000,
     historyMaxBytes: 8 * 1024 * 1024
   },
-  drainMs: 5000,
+  drainMs: 120_000,
   settleMs: 20_000
 })
 

@@ -27,6 +27,11 @@ export interface SoakRun {
   /** Steady clients that got a resync (the Redis restart may cost one each). */
   resyncedClients: number
   /**
+   * The most accepted events the furthest-behind accounted client had yet to receive, at any
+   * sample: a client behind by more than the history resyncs when its stream ends, as it must.
+   */
+  clientLagMaxEvents: number
+  /**
    * The most client-side TIME_WAIT sockets on Tower's port at any sample while the clients were
    * there, leaving out the TIME_WAIT_S after each storm wave's stop: stopping autocannon aborts the
    * connections Tower still held (tarpitted refusals, its admitted streams), so those are the
@@ -100,7 +105,8 @@ export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
     { target: 'event-loop lag p99 ≤ 50 ms (the worst 10 s window)', measured: `${run.loopLagP99MaxMs.toFixed(1)} ms`, met: run.loopLagP99MaxMs <= 50 },
     {
       target: `steady clients: 0 lost, 0 duplicated, 0 out of order${redis ? ' (a resync only where the Redis restart costs one)' : ', no resync'}`,
-      measured: `${int(run.lost)} lost, ${int(run.duplicated)} duplicated, ${int(run.outOfOrder)} out of order, ${int(run.resyncedClients)} clients resynced`,
+      measured: `${int(run.lost)} lost, ${int(run.duplicated)} duplicated, ${int(run.outOfOrder)} out of order, ${int(run.resyncedClients)} clients resynced ` +
+        `(the furthest-behind client at most ${int(run.clientLagMaxEvents)} events behind at a sample; all caught up ${run.traffic.drainS.toFixed(1)} s after the last notify)`,
       met: run.lost + run.duplicated + run.outOfOrder === 0 && (redis || run.resyncedClients === 0)
     },
     {
@@ -128,6 +134,7 @@ export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines
     lost: total((k) => k.lost),
     duplicated: total((k) => k.duplicated),
     outOfOrder: total((k) => k.outOfOrder),
+    clientLagMaxEvents: Math.max(0, ...samples.map((s) => s.clientLagEvents)),
     resyncedClients: total((k) => k.resyncs.filter(([n]) => n > 0).reduce((sum, [, clients]) => sum + clients, 0)),
     clientTimeWait: Math.max(0, ...samples.filter((s) => !afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
     clientTimeWaitAfterWaveStops: Math.max(0, ...samples.filter((s) => afterWaveStop(s.t, stops)).map((s) => s.clientTimeWait)),
@@ -185,9 +192,9 @@ function runMarkdown (run: SoakRun): string {
   const every = Math.max(1, Math.ceil(run.samples.length / 12))
   out.push(`Samples (every ${every === 1 ? '' : `${every}th of the `}${plan.sampleEveryMs / 1000} s readings of Tower's GET /metrics${run.workers > 1 ? ', summed over the cluster by its primary' : ''}):`, '')
   out.push(markdownTable(
-    ['t s', 'heap MB', 'RSS MB', 'open files', 'loop lag p99 ms', 'streams', 'log lines'],
-    run.samples.filter((_, i) => i % every === 0 || i === run.samples.length - 1).map((s) => [s.t.toFixed(0), mb(s.heapUsedBytes), mb(s.rssBytes), int(s.openFds), s.loopLagP99Ms.toFixed(1), int(s.streams), int(s.logLines)]),
-    ['right', 'right', 'right', 'right', 'right', 'right', 'right']
+    ['t s', 'heap MB', 'RSS MB', 'open files', 'loop lag p99 ms', 'streams', 'log lines', 'slowest client, events behind'],
+    run.samples.filter((_, i) => i % every === 0 || i === run.samples.length - 1).map((s) => [s.t.toFixed(0), mb(s.heapUsedBytes), mb(s.rssBytes), int(s.openFds), s.loopLagP99Ms.toFixed(1), int(s.streams), int(s.logLines), int(s.clientLagEvents)]),
+    ['right', 'right', 'right', 'right', 'right', 'right', 'right', 'right']
   ), '')
   return out.join('\n')
 }

@@ -17,6 +17,8 @@ export interface Sample {
   /** Lines Tower has printed so far, and client-side TIME_WAIT sockets on its port now. */
   logLines: number
   clientTimeWait: number
+  /** Events the furthest-behind accounted client had yet to receive of those accepted so far. */
+  clientLagEvents: number
 }
 
 /** The sum of every sample of `name` (all label sets); throws naming the metric if Tower has none. */
@@ -27,7 +29,7 @@ export function metricSum (families: ReadonlyMap<string, MetricFamily>, name: st
 }
 
 /** The figures of a Sample that /metrics gives, from its Prometheus text. */
-export function readMetrics (text: string): Omit<Sample, 't' | 'logLines' | 'clientTimeWait'> {
+export function readMetrics (text: string): Omit<Sample, 't' | 'logLines' | 'clientTimeWait' | 'clientLagEvents'> {
   const families = new Map(parsePrometheusTextFormat(text).map((family) => [family.name, family]))
   return {
     heapUsedBytes: metricSum(families, 'nodejs_heap_size_used_bytes'),
