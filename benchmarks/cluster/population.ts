@@ -65,11 +65,11 @@ export class Population {
     return { clients: replies.reduce((s, r) => s + r.clients, 0), lastMs: Math.max(0, ...replies.map((r) => r.lastMs)) }
   }
 
-  /** The highest sequence number every client still in the run has reached (null: none is). */
-  async slowest (): Promise<number | null> {
-    const replies = await Promise.all(this.processes.map((p) => p.ipc.request<{ highest: number | null }>({ type: 'slowest' }, REQUEST_MS)))
-    const reached = replies.map((r) => r.highest).filter((h): h is number => h !== null)
-    return reached.length === 0 ? null : Math.min(...reached)
+  /** The highest sequence number every client still in the run has reached (null: none is), and what the slowest is doing. */
+  async slowest (): Promise<{ highest: number, state: string } | null> {
+    const replies = await Promise.all(this.processes.map((p) => p.ipc.request<{ highest: number | null, state: string }>({ type: 'slowest' }, REQUEST_MS)))
+    const reached = replies.filter((r): r is { highest: number, state: string } => r.highest !== null)
+    return reached.length === 0 ? null : reached.reduce((a, b) => b.highest < a.highest ? b : a)
   }
 
   async exit (): Promise<void> {

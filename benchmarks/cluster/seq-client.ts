@@ -28,10 +28,13 @@ interface Held {
   resyncsAtMark: number
   /** Closed for good before the phase began: left out of the phase's accounting, counted apart. */
   goneAtMark: boolean
+  /** What the client is doing now (its state, as its API tells it), and when it last received an event. */
+  describe: () => string
+  lastArrivalMs: number
 }
 
 function newHeld (): Held {
-  return { arrivals: [], highest: -1, resyncs: 0, resyncIds: [], refusals: 0, refusalsAtMark: 0, reopens: [], opened: false, closedForGood: false, resyncsAtMark: 0, goneAtMark: false }
+  return { arrivals: [], highest: -1, resyncs: 0, resyncIds: [], refusals: 0, refusalsAtMark: 0, reopens: [], opened: false, closedForGood: false, resyncsAtMark: 0, goneAtMark: false, describe: () => '', lastArrivalMs: 0 }
 }
 
 let kind: ClientKind = 'client'
@@ -60,6 +63,7 @@ function onData (client: Held, data: string, id: string): void {
     firstArrivals.set(seq, seen)
   }
   client.arrivals.push(seq)
+  client.lastArrivalMs = Date.now()
   if (seq > client.highest) client.highest = seq
 }
 
@@ -92,6 +96,7 @@ function onOpen (client: Held): void {
 function holdTowerClient (url: string): void {
   const client = newHeld()
   const source = new TowerSseClient(url, { shareAcrossTabs: false })
+  client.describe = () => JSON.stringify(source.state)
   source.addEventListener('message', (event) => onData(client, event.data, event.lastEventId))
   source.addEventListener('resync', (event) => onResync(client, event.data))
   source.addEventListener('open', () => onOpen(client))
@@ -107,6 +112,7 @@ function holdTowerClient (url: string): void {
 function holdEventSource (url: string): void {
   const client = newHeld()
   const source = new EventSource(url)
+  client.describe = () => `EventSource readyState ${source.readyState}`
   source.addEventListener('message', (event) => onData(client, event.data, event.lastEventId))
   source.addEventListener('resync', (event) => onResync(client, event.data))
   source.addEventListener('open', () => onOpen(client))
@@ -190,10 +196,12 @@ serveIpc('cluster seq client', {
   /** How many clients have received `seq`, and when the last of them did (epoch ms). */
   arrival: (request) => firstArrivals.get(Number(field(request, 'seq'))) ?? { clients: 0, lastMs: 0 },
 
-  /** The lowest `highest` of the clients still in the run (closed for good ones left out), or null if none is. */
+  /** The lowest `highest` of the clients still in the run (closed for good ones left out), or null if none is; and what that client is doing. */
   slowest: () => {
     const live = held.filter((c) => !c.closedForGood)
-    return { highest: live.length === 0 ? null : Math.min(...live.map((c) => c.highest)) }
+    if (live.length === 0) return { highest: null, state: '' }
+    const client = live.reduce((a, b) => b.highest < a.highest ? b : a)
+    return { highest: client.highest, state: `${client.describe()}, last event ${((Date.now() - client.lastArrivalMs) / 1000).toFixed(1)} s ago` }
   },
 
   close: () => {

@@ -35,10 +35,13 @@ export interface SoakTraffic {
 type Log = (line: string) => void
 
 /** Accepted events the furthest-behind accounted client has not received yet (0 before any). */
-async function lagOf (seq: Population, posts: PostLog): Promise<number> {
+async function lagOf (seq: Population, posts: PostLog, log?: Log): Promise<number> {
   const last = posts.accepted.at(-1)
-  const reached = await seq.slowest()
-  return last === undefined || reached === null ? 0 : Math.max(0, last - reached)
+  const slowest = await seq.slowest()
+  if (last === undefined || slowest === null) return 0
+  const lag = Math.max(0, last - slowest.highest)
+  if (lag > 0) log?.(`slowest accounted client: ${lag} events behind; ${slowest.state}`)
+  return lag
 }
 
 /** Notifies for `durationMs`: `perSec` one at a time, and a burst of `burstSize` back to back every `burstEveryMs`. */
@@ -91,7 +94,7 @@ export async function runSoakTraffic (plan: SoakPlan, tower: TowerProcess, redis
     ...readMetrics(await fetchMetrics(tower.port, SCRAPE_TIMEOUT_MS)),
     logLines: tower.logLines,
     clientTimeWait: countTimeWait(tower.port).client,
-    clientLagEvents: await lagOf(seq, posts)
+    clientLagEvents: await lagOf(seq, posts, log)
   })
   const fdsBaseline = (await sample()).openFds
   const groups = steady.groups.map((g) => ({ group: g, process: new PopulationProcess(g.population, g.size, { stormRate: 0, maxSeconds: 0, hammerDelayMs: 0 }, `steady ${g.population}`) }))
