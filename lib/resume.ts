@@ -68,6 +68,7 @@ export class Resumes {
   start (client: Subscriber, from: EventPosition): void {
     const local = this.host.history.since(from)
     if (local.kind === 'replay') {
+      if (this.resyncIfTooLarge(client, local.entries)) return
       this.stats.resumed('replayed', writeAll(client, local.entries))
       return
     }
@@ -125,6 +126,7 @@ export class Resumes {
       client.write(this.host.resyncFrame(read.reason))
       return
     }
+    if (this.resyncIfTooLarge(client, read.entries)) return
     let after = from
     let replayed = 0
     for (const entry of read.entries) {
@@ -143,6 +145,19 @@ export class Resumes {
       const newer = entry.position.epoch !== after.epoch || comparePositions(entry.position, after) > 0
       if (newer && client.wants(entry.topic) && !client.write(entry.frame)) return
     }
+  }
+
+  /**
+   * A replay larger than the client's unsent-bytes budget would get it dropped as slow, and its
+   * reconnect would ask for the same replay again, forever: it gets a resync instead.
+   */
+  private resyncIfTooLarge (client: Subscriber, entries: readonly HistoryEntry[]): boolean {
+    let bytes = 0
+    for (const entry of entries) if (client.wants(entry.topic)) bytes += entry.frame.length
+    if (client.fits(bytes)) return false
+    this.stats.resumed('resync', 0)
+    client.write(this.host.resyncFrame('too-old'))
+    return true
   }
 
   close (): void {

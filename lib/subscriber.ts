@@ -73,13 +73,18 @@ export class Subscriber implements SseClientInfo, Flushable {
     return topic === undefined || this.topics === null || this.topics.has(topic)
   }
 
+  /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */
+  fits (bytes: number): boolean {
+    return this.pendingBytes + this.res.writableLength + bytes <= this.limits.maxBufferedBytes
+  }
+
   /**
    * Queues one encoded frame for this turn's write; false when the client is gone or was dropped
    * because its unsent bytes (queued this turn + not yet taken by the socket) would pass its budget.
    */
   write (frame: Buffer): boolean {
     if (this.finished) return false
-    if (this.pendingBytes + this.res.writableLength + frame.length > this.limits.maxBufferedBytes) {
+    if (!this.fits(frame.length)) {
       this.end('dropped')
       return false
     }

@@ -64,6 +64,24 @@ t.test('too far behind, or an id from before a restart: an explicit resync, not 
   for (const c of [behind, edge]) c.destroy()
 })
 
+t.test('a replay from the ring larger than the client\'s unsent-bytes budget is one resync, not a drop and the same replay on every reconnect', async (t) => {
+  const { app, port } = await startApp({ maxBufferedBytes: 4096, historyMaxEvents: 1000 })
+  t.teardown(() => app.close())
+  // About 150 bytes a frame: 10 fit in 4,096 bytes, 99 do not. No client yet: the ring keeps them.
+  for (let n = 0; n < 100; n++) await app.sse.broadcast({ n, pad: 'x'.repeat(100) })
+  const epoch = (app.sse.lastEventId as string).split('-')[0]
+  const near = await connect(port, '/api/events', { 'last-event-id': `${epoch}-90` })
+  await waitFor('10 replayed events', () => near.events.length === 10)
+  t.equal(JSON.parse(near.events[0].data).n, 90)
+  const far = await connect(port, '/api/events', { 'last-event-id': `${epoch}-1` })
+  const resync = await far.nextEvent(0)
+  t.same([resync.event, resync.id, JSON.parse(resync.data).reason], ['resync', app.sse.lastEventId, 'too-old'])
+  await app.sse.broadcast({ n: 'live' })
+  t.equal((await far.nextEvent(1)).data, '{"n":"live"}', 'the stream stays open and goes on live')
+  t.same([app.sse.stats().dropped, app.sse.stats().resumes], [0, { replayed: 1, resync: 1, fresh: 0 }], 'no drop; one replay, one resync')
+  for (const c of [near, far]) c.destroy()
+})
+
 t.test('malformed or over-long Last-Event-ID is ignored: no replay, no resync', async (t) => {
   const { app, port } = await startApp()
   t.teardown(() => app.close())

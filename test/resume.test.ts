@@ -52,13 +52,14 @@ class ControlledBus implements Bus {
   async close (): Promise<void> {}
 }
 
-async function setup (t: Test): Promise<{ bus: ControlledBus, registry: SseRegistry, open: (lastEventId?: string) => Promise<SseConnection> }> {
+async function setup (t: Test, { maxBufferedBytes = 1e6 } = {}): Promise<{ bus: ControlledBus, registry: SseRegistry, stats: StreamStats, open: (lastEventId?: string) => Promise<SseConnection> }> {
   const bus = new ControlledBus()
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 1, historyMaxBytes: 1e6 }, new StreamStats(), bus, () => 0)
+  const stats = new StreamStats()
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 1, historyMaxBytes: 1e6 }, stats, bus, () => 0)
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush())
+    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush())
     client.open(encodeRetry(1000), null)
     registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })
@@ -75,7 +76,7 @@ async function setup (t: Test): Promise<{ bus: ControlledBus, registry: SseRegis
     opened.push(c)
     return c
   }
-  return { bus, registry, open }
+  return { bus, registry, stats, open }
 }
 
 const numbers = (c: SseConnection): number[] => c.events.map((e) => JSON.parse(e.data).n)
@@ -134,4 +135,25 @@ t.test('a gap the bus no longer holds is one resync; an id ahead of this instanc
   t.same(numbers(ahead), [7, 8], 'events up to its id are not sent again')
   t.equal(bus.reads.length, 1, 'no read for a client that is ahead')
   await waitFor('the resynced client to get live events', () => gone.events.length === 5)
+})
+
+t.test('a bus replay larger than the client\'s unsent-bytes budget is one resync, not a drop and the same replay on every reconnect', async (t) => {
+  // Each frame is about 25 bytes: 3 fit in 200, 49 do not.
+  const { bus, registry, stats, open } = await setup(t, { maxBufferedBytes: 200 })
+  for (let n = 1; n <= 50; n++) await registry.broadcast({ n })
+  const small = await open('e-47-0')
+  await waitFor('the first read', () => bus.reads.length === 1)
+  bus.reads[0].answer(bus.events(48, 50))
+  await waitFor('the small replay', () => small.events.length === 3)
+  t.same(numbers(small), [48, 49, 50], 'a replay within the budget is written')
+  const large = await open('e-1-0')
+  await waitFor('the second read', () => bus.reads.length === 2)
+  bus.reads[1].answer(bus.events(2, 50))
+  await waitFor('the resync', () => large.events.length === 1)
+  t.same([large.events[0].event, large.events[0].id, JSON.parse(large.events[0].data).reason], ['resync', 'e-50-0', 'too-old'], 'resynced to the newest id')
+  await registry.broadcast({ n: 51 })
+  await waitFor('the next live event', () => large.events.length === 2)
+  t.same([large.isEnded(), JSON.parse(large.events[1].data).n], [false, 51], 'the stream stays open and goes on live')
+  const counted = stats.read({ current: 0, capacity: 10, historyEvents: 0, historyBytes: 0, openStreamBytes: 0, bus: bus.stats() }, { refusalsHeld: 0, stormLevel: 0 })
+  t.same([counted.dropped, counted.resumes], [0, { replayed: 1, resync: 1, fresh: 0 }], 'no drop; one replay, one resync')
 })
