@@ -40,6 +40,8 @@ export interface SoakPlan {
     logIntervalMs: number
     historyMaxEvents: number
     historyMaxBytes: number
+    /** A client's unsent-bytes budget: as large as the history, so any replay it holds can be written. */
+    maxBufferedBytes: number
   }
   /** After the last notify: longest wait for every accounted client to have every accepted event before accounting. */
   drainMs: number
@@ -73,7 +75,8 @@ export const FULL_PLAN: Readonly<SoakPlan> = Object.freeze({
     heartbeatMs: 15_000,
     logIntervalMs: 30_000,
     historyMaxEvents: 20_000,
-    historyMaxBytes: 8 * 1024 * 1024
+    historyMaxBytes: 8 * 1024 * 1024,
+    maxBufferedBytes: 8 * 1024 * 1024
   },
   drainMs: 120_000,
   settleMs: 20_000
@@ -165,6 +168,7 @@ export function towerFlags (plan: SoakPlan): string[] {
     '--heartbeat-ms', String(tower.heartbeatMs),
     '--log-interval-ms', String(tower.logIntervalMs),
     '--history-max-events', String(tower.historyMaxEvents),
-    '--history-max-bytes', String(tower.historyMaxBytes)
+    '--history-max-bytes', String(tower.historyMaxBytes),
+    '--max-buffered-bytes', String(tower.maxBufferedBytes)
   ]
 }
