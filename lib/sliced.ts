@@ -1,0 +1,17 @@
+/**
+ * Runs `each` over `items` in slices of `size`, one slice per turn of the event loop (setImmediate),
+ * so a pass over tens of thousands of streams never holds the loop for the whole pass: I/O and
+ * timers run between slices. The first slice runs at once. Returns a cancel for what is left.
+ */
+export function inSlices<T> (items: readonly T[], size: number, each: (item: T) => void, done: () => void = () => {}): () => void {
+  let timer: NodeJS.Immediate | undefined
+  const step = (from: number): void => {
+    timer = undefined
+    const end = Math.min(from + size, items.length)
+    for (let i = from; i < end; i++) each(items[i])
+    if (end < items.length) timer = setImmediate(step, end)
+    else done()
+  }
+  step(0)
+  return () => { if (timer !== undefined) clearImmediate(timer) }
+}
