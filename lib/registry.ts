@@ -208,13 +208,7 @@ export class SseRegistry {
    */
   heartbeat (): void {
     if (this.cancelSweep !== null) return
-    let finished = false
-    const cancel = inSlices([...this.clients.values()], HEARTBEAT_SLICE, (client) => client.heartbeat(HEARTBEAT_FRAME), () => {
-      finished = true
-      this.cancelSweep = null
-    })
-    // A sweep of one slice is finished before inSlices returns.
-    if (!finished) this.cancelSweep = cancel
+    this.cancelSweep = inSlices([...this.clients.values()], HEARTBEAT_SLICE, (client) => client.heartbeat(HEARTBEAT_FRAME), () => { this.cancelSweep = null })
   }
 
   /**

@@ -1,9 +1,10 @@
 /**
  * Runs `each` over `items` in slices of `size`, one slice per turn of the event loop (setImmediate),
  * so a pass over tens of thousands of streams never holds the loop for the whole pass: I/O and
- * timers run between slices. The first slice runs at once. Returns a cancel for what is left.
+ * timers run between slices. The first slice runs at once. Returns a cancel for what is left, or
+ * null when nothing is left (the pass fitted one slice and `done` has run).
  */
-export function inSlices<T> (items: readonly T[], size: number, each: (item: T) => void, done: () => void = () => {}): () => void {
+export function inSlices<T> (items: readonly T[], size: number, each: (item: T) => void, done: () => void = () => {}): (() => void) | null {
   let timer: NodeJS.Immediate | undefined
   const step = (from: number): void => {
     timer = undefined
@@ -13,5 +14,6 @@ export function inSlices<T> (items: readonly T[], size: number, each: (item: T) 
     else done()
   }
   step(0)
+  if (timer === undefined) return null
   return () => { if (timer !== undefined) clearImmediate(timer) }
 }

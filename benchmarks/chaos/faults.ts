@@ -86,6 +86,19 @@ async function pauseReplica (topology: SentinelTopology, ms: number): Promise<vo
   await replica.command('CLIENT', 'PAUSE', ms, 'WRITE')
 }
 
+/**
+ * Instance B is stopped while A publishes for `writeWindowMs` after `before`, Redis is killed and
+ * restarted from what it persisted, then B starts: a fresh instance resuming across the loss.
+ */
+async function restartWhileBDown (ctx: FaultContext, times: FaultTimes, before: () => Promise<unknown> = async () => {}): Promise<void> {
+  await before()
+  ctx.instanceB.stop()
+  await sleep(times.writeWindowMs)
+  await node(ctx).kill()
+  await node(ctx).restart()
+  await ctx.instanceB.start()
+}
+
 /** The issue's faults, one row each, in the order of the table. */
 export function faults (t: FaultTimes): Fault[] {
   const single = (options: NodeOptions = {}): Fault['setup'] => ({ kind: 'node', options })
@@ -127,14 +140,7 @@ export function faults (t: FaultTimes): Fault[] {
       setup: single({ persistence: 'rdb' }),
       losesData: true,
       restartsB: true,
-      inject: async (ctx) => {
-        await node(ctx).command('SAVE')
-        ctx.instanceB.stop()
-        await sleep(t.writeWindowMs)
-        await node(ctx).kill()
-        await node(ctx).restart()
-        await ctx.instanceB.start()
-      }
+      inject: async (ctx) => { await restartWhileBDown(ctx, t, () => node(ctx).command('SAVE')) }
     },
     {
       ...plain,
@@ -145,13 +151,7 @@ export function faults (t: FaultTimes): Fault[] {
       // appendfsync everysec may lose up to a second of acknowledged writes.
       losesData: true,
       restartsB: true,
-      inject: async (ctx) => {
-        ctx.instanceB.stop()
-        await sleep(t.writeWindowMs)
-        await node(ctx).kill()
-        await node(ctx).restart()
-        await ctx.instanceB.start()
-      }
+      inject: async (ctx) => { await restartWhileBDown(ctx, t) }
     },
     {
       ...plain,
