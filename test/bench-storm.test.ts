@@ -4,7 +4,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { countTimeWait } from '../benchmarks/lib/time-wait'
+import { countTimeWait, socketsOn } from '../benchmarks/lib/time-wait'
 import { narrowedRunProblem } from '../benchmarks/storm/namespace'
 import { changedFiles } from '../benchmarks/storm/code-fingerprint'
 import { parsePlan } from '../benchmarks/storm/plan'
@@ -199,10 +199,10 @@ t.test('TIME_WAIT is counted on the side that closed first', async (t) => {
   const port = (server.address() as net.AddressInfo).port
   const client = net.connect(port, '127.0.0.1')
   await new Promise((resolve) => client.once('connect', resolve))
-  const clientPorts = new Set([client.localPort ?? 0])
+  const clients = new Set([`${client.localAddress ?? ''}:${client.localPort ?? 0}`])
   client.end()
   await new Promise((resolve) => client.once('close', resolve))
-  t.same(countTimeWait(port, { clientPorts }), { client: 1, server: 0 }, 'the client closed first: its side holds the TIME_WAIT')
+  t.same(countTimeWait(port, { clients }), { client: 1, server: 0 }, 'the client closed first: its side holds the TIME_WAIT')
 
   const table = path.join(await mkdtemp(path.join(os.tmpdir(), 'tcp-table-')), 'tcp')
   t.teardown(() => rm(path.dirname(table), { recursive: true, force: true }))
@@ -212,11 +212,23 @@ t.test('TIME_WAIT is counted on the side that closed first', async (t) => {
     '   1: 0100007F:9C41 0100007F:1068 06 00000000:00000000',
     '   2: 0100007F:9C42 0100007F:1068 06 00000000:00000000',
     '   3: 0100007F:9C43 0100007F:1068 01 00000000:00000000',
-    '   4: 0100007F:1069 0100007F:9C44 06 00000000:00000000'
+    '   4: 0100007F:1069 0100007F:9C44 06 00000000:00000000',
+    '   5: 0100007F:1068 0200007F:9C40 06 00000000:00000000',
+    // Listed again, as a read racing other sockets' changes can list it.
+    '   6: 0100007F:9C41 0100007F:1068 06 00000000:00000000'
   ].join('\n'))
-  t.same(countTimeWait(4200, { tables: [table, table + '6-absent'] }), { client: 2, server: 1 })
-  // Only the connections from the given client ports: 0x9C41 (40001) and 0x9C40 (40000).
-  t.same(countTimeWait(4200, { tables: [table], clientPorts: new Set([40000, 40001]) }), { client: 1, server: 1 })
-  t.same(countTimeWait(4200, { tables: [table], clientPorts: new Set([40004]) }), { client: 0, server: 0 })
+  await writeFile(table + '6', [
+    '  sl  local_address                         remote_address                        st',
+    '   0: 0000000000000000FFFF00000100007F:1068 0000000000000000FFFF00000200007F:9C45 06',
+    '   1: 00000000000000000000000001000000:9C46 00000000000000000000000001000000:1068 06'
+  ].join('\n'))
+  t.same(countTimeWait(4200, { tables: [table, table + '-absent'] }), { client: 2, server: 2 })
+  t.same(countTimeWait(4200, { tables: [table, table + '6'] }), { client: 3, server: 3 })
+  // Only the given client endpoints, address and port: 127.0.0.1:40001 and 127.0.0.1:40000 (0x9C41, 0x9C40),
+  // not 127.0.0.2:40000 on another address with the same port; an IPv4-mapped address reads as IPv4.
+  t.same(countTimeWait(4200, { tables: [table], clients: new Set(['127.0.0.1:40000', '127.0.0.1:40001']) }), { client: 1, server: 1 })
+  t.same(countTimeWait(4200, { tables: [table, table + '6'], clients: new Set(['127.0.0.2:40005']) }), { client: 0, server: 1 })
+  t.same(countTimeWait(4200, { tables: [table], clients: new Set(['127.0.0.1:40004']) }), { client: 0, server: 0 })
+  t.same(socketsOn(4200, { tables: [table], clients: new Set(['127.0.0.1:40003']) }), [{ side: 'client', state: 'ESTABLISHED', client: '127.0.0.1:40003' }], 'every state, by name')
   t.throws(() => countTimeWait(0), /port must be an integer 1-65535/)
 })
