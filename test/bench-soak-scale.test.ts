@@ -117,11 +117,11 @@ function traffic (overrides: Partial<SoakTraffic> = {}): SoakTraffic {
 
 t.test('soak targets: every one met on a clean run, each NOT met when its figure is off', async (t) => {
   const plan = structuredClone(FULL_PLAN) as SoakPlan
-  const clean = soakRun(plan, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine)
+  const clean = soakRun(plan, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine, null)
   t.equal(clean.attempts, 1800 * 100 + 1800 * 200, 'connects + refusals, from the counters')
   t.equal(clean.publishes, 1_050_000)
   t.same(clean.targets.filter((x) => !x.met).map((x) => x.target), [])
-  const judged = (over: Partial<SoakTraffic>, lines = 60): string[] => soakRun(plan, traffic(over), { lines, text: [], lifeS: 1800 }, machine).targets.filter((x) => !x.met).map((x) => x.target)
+  const judged = (over: Partial<SoakTraffic>, lines = 60): string[] => soakRun(plan, traffic(over), { lines, text: [], lifeS: 1800 }, machine, null).targets.filter((x) => !x.met).map((x) => x.target)
   notMet(t, judged({ durationS: 1700 }), [/30 minutes/])
   notMet(t, judged({ posts: { posted: 999_999, accepted: 999_999, refused: {}, unanswered: 0 } }), [/1,000,000 publishes/])
   notMet(t, judged({ fdsAfter: 32 }), [/open files back to the baseline/])
@@ -134,26 +134,26 @@ t.test('soak targets: every one met on a clean run, each NOT met when its figure
   // TIME_WAIT within 60 s of a wave's stop is the bench aborting the storm; elsewhere it counts.
   const afterStop = traffic().samples.map((s) => s.t === 160 ? { ...s, clientTimeWait: 800 } : s)
   t.same(judged({ samples: afterStop }), [])
-  t.equal(soakRun(plan, traffic({ samples: afterStop }), { lines: 60, text: [], lifeS: 1800 }, machine).clientTimeWaitAfterWaveStops, 800)
+  t.equal(soakRun(plan, traffic({ samples: afterStop }), { lines: 60, text: [], lifeS: 1800 }, machine, null).clientTimeWaitAfterWaveStops, 800)
   const during = traffic().samples.map((s) => s.t === 100 ? { ...s, clientTimeWait: 3 } : s)
   // How far the slowest client fell behind is reported with the loss figures; it is no target of its own.
   const behind = traffic().samples.map((s) => s.t === 300 ? { ...s, clientLagEvents: 900 } : s.t === 310 ? { ...s, clientLagEvents: 40 } : s)
-  const lagging = soakRun(plan, traffic({ samples: behind }), { lines: 60, text: [], lifeS: 1800 }, machine)
+  const lagging = soakRun(plan, traffic({ samples: behind }), { lines: 60, text: [], lifeS: 1800 }, machine, null)
   t.equal(lagging.clientLagMaxEvents, 900)
   t.match(lagging.targets.find((x) => /0 lost/.test(x.target)), { measured: /at most 900 events behind at a sample; all caught up 2\.5 s after/, met: true })
   notMet(t, judged({ samples: during }), [/client-side TIME_WAIT/])
   const failedWave = { ...traffic().waves[0], attempts: 0, failed: 'no reply to "start" within 30000 ms' }
-  const short = soakRun(plan, traffic({ waves: [failedWave], samples: traffic().samples.map((s) => ({ ...s, connects: 1, refusals: 0 })) }), { lines: 60, text: [], lifeS: 1800 }, machine)
+  const short = soakRun(plan, traffic({ waves: [failedWave], samples: traffic().samples.map((s) => ({ ...s, connects: 1, refusals: 0 })) }), { lines: 60, text: [], lifeS: 1800 }, machine, null)
   t.match(short.targets.find((x) => /connection attempts/.test(x.target)), { measured: '1 (1 storm wave(s) failed to start)', met: false })
 })
 
 t.test('a resync is allowed only in the Redis run, where the restart costs one', async (t) => {
   const resynced = { ...traffic().kinds[0], resyncs: [[0, 15], [1, 5]] as Array<[number, number]> }
-  const one = soakRun(FULL_PLAN, traffic({ kinds: [resynced] }), { lines: 60, text: [], lifeS: 1800 }, machine)
+  const one = soakRun(FULL_PLAN, traffic({ kinds: [resynced] }), { lines: 60, text: [], lifeS: 1800 }, machine, null)
   t.equal(one.resyncedClients, 5)
   t.equal(one.targets.find((x) => /steady clients/.test(x.target))?.met, false)
   const redisPlan = { ...FULL_PLAN, workers: 2 }
-  t.equal(soakRun(redisPlan, traffic({ kinds: [resynced] }), { lines: 60, text: [], lifeS: 1800 }, machine).targets.find((x) => /steady clients/.test(x.target))?.met, true)
+  t.equal(soakRun(redisPlan, traffic({ kinds: [resynced] }), { lines: 60, text: [], lifeS: 1800 }, machine, null).targets.find((x) => /steady clients/.test(x.target))?.met, true)
 })
 
 t.test('the log budget: per process one line per window plus start and stop; a cluster adds its primary\'s lines and its incidents', async (t) => {
@@ -213,8 +213,8 @@ t.test('scale targets: judged at the largest count both reached, each NOT met wh
 
 t.test('results shape: soak.json keeps one run per worker count; scale.json has its rows', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'soak-scale-'))
-  await writeSoakReport(dir, soakRun(FULL_PLAN, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine))
-  await writeSoakReport(dir, soakRun({ ...FULL_PLAN, workers: 2 }, traffic({ incidents: [{ what: 'Redis SIGKILLed', atS: 720 }] }), { lines: 200, text: [], lifeS: 1800 }, machine))
+  await writeSoakReport(dir, soakRun(FULL_PLAN, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine, null))
+  await writeSoakReport(dir, soakRun({ ...FULL_PLAN, workers: 2 }, traffic({ incidents: [{ what: 'Redis SIGKILLed', atS: 720 }] }), { lines: 200, text: [], lifeS: 1800 }, machine, 'WARNING: started on a busy machine'))
   const soak = JSON.parse(readFileSync(path.join(dir, 'soak.json'), 'utf8')) as { runs: Array<Record<string, unknown>> }
   t.same(soak.runs.map((r) => r.workers), [1, 2])
   for (const key of ['durationS', 'attempts', 'publishes', 'lost', 'duplicated', 'outOfOrder', 'clientTimeWait', 'logLines', 'samples', 'machine', 'targets']) {
@@ -224,6 +224,7 @@ t.test('results shape: soak.json keeps one run per worker count; scale.json has 
   const md = readFileSync(path.join(dir, 'soak.md'), 'utf8')
   t.match(md, /One process, memory bus/)
   t.match(md, /Incidents: Redis SIGKILLed at 720 s/)
+  t.match(md, /after \(1\/5\/15 min\)\. WARNING: started on a busy machine\./, 'a run that started busy says so')
   // The wave from 60 s to 150 s, read from Tower's counters (100 connects and 200 refusals a second).
   t.match(md, /\| 1 \| 60 \| 74,000 \| 9,000 \| 18,000 \| none \|/)
   t.match(md, /all caught up 2\.5 s after the last notify/)
@@ -234,6 +235,7 @@ t.test('results shape: soak.json keeps one run per worker count; scale.json has 
     finishedAt: 'now',
     durationS: 1,
     machine,
+    machineNote: null,
     ceiling: { hardLimit: 20_000, source: 'ulimit -Hn = 20000', streams: 19_000 },
     plan: SCALE_QUICK,
     rows,

@@ -153,11 +153,11 @@ export function builtTowerCli (fromDir: string): { root: string, cli: string } {
  */
 export function towerBench<Plan extends { name: string }> (
   args: { plan: Plan, outDir: string | null, help: boolean, targeted: boolean }, usage: string, fromDir: string
-): { plan: Plan, cli: string, dir: string } | null {
+): { plan: Plan, cli: string, dir: string, committedDir: string } | null {
   if (args.help) {
     process.stdout.write(usage)
     return null
   }
   const { root, cli } = builtTowerCli(fromDir)
-  return { plan: args.plan, cli, dir: resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted) }
+  return { plan: args.plan, cli, dir: resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted), committedDir: resultsDir(root, null, false) }
 }

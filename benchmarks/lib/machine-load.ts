@@ -50,15 +50,26 @@ export function startLoadRecord (dir: string, committedDir: string, force: boole
   return { machine, busy, dir: out, note }
 }
 
+/** Call when a run has ended: fills in the load after it, and repeats the busy warning on stderr. */
+export function endLoadRecord (record: LoadRecord, loadavg = os.loadavg): MachineLoad {
+  record.machine.loadAfter = rounded(loadavg())
+  if (record.note !== null) process.stderr.write(`${record.note}\n`)
+  return record.machine
+}
+
 /** Call after a run has written `<name>.json` and `<name>.md` in record.dir: adds the machine's load to both. */
 export function finishLoadRecord (record: LoadRecord, name: string, loadavg = os.loadavg): MachineLoad {
-  record.machine.loadAfter = rounded(loadavg())
+  endLoadRecord(record, loadavg)
+  writeLoadRecord(record, name)
+  return record.machine
+}
+
+/** Adds a recorded load to `<name>.json` and `<name>.md` in record.dir (also when a report is redrawn from its JSON). */
+export function writeLoadRecord (record: LoadRecord, name: string): void {
   const json = path.join(record.dir, `${name}.json`)
   const results = JSON.parse(readFileSync(json, 'utf8')) as Record<string, unknown>
   writeFileSync(json, JSON.stringify({ ...results, machine: record.machine }, null, 2) + '\n')
   appendFileSync(path.join(record.dir, `${name}.md`), machineMarkdown(record))
-  if (record.note !== null) process.stderr.write(`${record.note}\n`)
-  return record.machine
 }
 
 export function machineMarkdown ({ machine, note }: LoadRecord): string {

@@ -90,6 +90,7 @@ export const USAGE = `npm run bench:scale [-- --quick] [-- --steps=1000,5000,cei
   --steps=LIST   stream counts (integers or "ceiling"); a targeted run, written to results/tmp/ unless --out
   --no-cluster   skip the --workers 2 on Redis phase (a targeted run)
   --out=DIR      write scale.{json,md,svg} to DIR instead
+  --force        write over the committed results even if the machine was busy when the run started
 `
 
 export function parseArgs (argv: string[]): ParsedArgs {

@@ -4,7 +4,7 @@ import type { Target } from '../cluster/report'
 import { markdownTable } from '../lib/markdown-table'
 import { writeResults } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
-import type { MachineLoad } from '../soak/machine'
+import type { MachineLoad } from '../lib/machine-load'
 import { atTop, capacity, CORE_BUDGET, DEFAULT_HEARTBEAT_MS, type Capacity } from './capacity'
 import type { ScaleRow } from './ladder'
 import type { ScalePlan } from './plan'
@@ -21,6 +21,8 @@ export interface ScaleResults {
   finishedAt: string
   durationS: number
   machine: MachineLoad
+  /** Why the figures may not be comparable (the run started on a busy machine), or null. */
+  machineNote: string | null
   ceiling: FileCeiling
   plan: ScalePlan
   rows: ScaleRow[]
@@ -55,7 +57,7 @@ function capacitySection (results: ScaleResults, cap: Capacity): string[] {
 export function scaleMarkdown (results: ScaleResults): string {
   const { machine, ceiling, plan } = results
   const out: string[] = [`# bench:scale (${plan.name} run, ${results.finishedAt}, ${results.durationS.toFixed(0)} s)`, '']
-  out.push(`Machine: ${machine.cpus} CPUs, load average ${machine.loadBefore.join(' / ')} before, ${machine.loadAfter.join(' / ')} after (1/5/15 min). Ceiling: ${ceiling.source}.`, '')
+  out.push(`Machine: ${machine.cpus} CPUs, load average ${machine.loadBefore.join(' / ')} before, ${(machine.loadAfter ?? []).join(' / ')} after (1/5/15 min). Ceiling: ${ceiling.source}.${results.machineNote === null ? '' : ` ${results.machineNote}.`}`, '')
   out.push(`One server process per contender grows through the steps (client processes of ≤ ${int(plan.fanout.streamsPerProcess)} raw-socket streams added at each, each from its own loopback address); both run a heartbeat every ${plan.heartbeatMs} ms. At each step: heap and RSS after full GCs, minus before the first stream; ${plan.idleMs / 1000} s idle (event-loop delay by perf_hooks monitorEventLoopDelay in the server; CPU per heartbeat interval); ${plan.statsCalls} stats() calls and ${plan.scrapes} GET /metrics (medians); then ${plan.broadcasts} broadcasts ${plan.periodMs} ms apart (server time to the next turn; delivery p99 at the clients).`, '')
   out.push(markdownTable(
     ['contender', 'streams', 'heap KB/stream', 'RSS KB/stream', 'admit µs/stream', 'broadcast ms', 'p99 ms', 'idle loop p99 ms', 'CPU per heartbeat ms', 'stats() ms', 'GET /metrics ms', 'delivered'],

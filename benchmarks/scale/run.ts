@@ -13,7 +13,7 @@ import { killAllGroups } from '../cluster/processes'
 import { RedisServer } from '../cluster/redis-server'
 import { towerBench } from '../cluster/tower'
 import { BASELINE } from '../fanout/contenders'
-import { machineLoad } from '../soak/machine'
+import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { scaleTargets } from './capacity'
 import { climbLadder, type ScaleRow } from './ladder'
 import { ceilingStreams, parseArgs, resolveSteps, USAGE, type ScalePlan } from './plan'
@@ -43,11 +43,14 @@ async function clusterPhase (plan: ScalePlan, cli: string, perWorker: number): P
 }
 
 async function main (): Promise<void> {
-  const bench = towerBench(parseArgs(process.argv.slice(2)), USAGE, __dirname)
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const bench = towerBench(parseArgs(argv), USAGE, __dirname)
   if (bench === null) return
-  const { plan, cli, dir } = bench
+  const { plan, cli } = bench
+  const load = startLoadRecord(bench.dir, bench.committedDir, force)
+  if (load.note !== null) log(load.note)
+  const dir = load.dir
   const started = Date.now()
-  const machine = machineLoad()
   const ceiling = fileCeiling()
   const steps = resolveSteps(plan, ceiling.streams)
   log(`${ceiling.source}; steps ${steps.join(', ')}`)
@@ -77,7 +80,8 @@ async function main (): Promise<void> {
   const results: ScaleResults = {
     finishedAt: new Date().toISOString(),
     durationS: (Date.now() - started) / 1000,
-    machine: machineLoad(machine),
+    machine: endLoadRecord(load),
+    machineNote: load.note,
     ceiling,
     plan,
     rows,

@@ -104,6 +104,7 @@ export const USAGE = `npm run bench:soak [-- --quick] [-- --minutes=N] [-- --wor
   --minutes=N    run N minutes (waves keep their period; below 30 it is written to results/tmp/)
   --workers=N    N>1: node:cluster workers on a Redis bus, Redis restarted and a worker killed inside the run
   --out=DIR      write soak.{json,md,svg} to DIR instead (a run with the other worker count is kept beside it)
+  --force        write over the committed results even if the machine was busy when the run started
 `
 
 function positiveInteger (flag: string, text: string, max: number): number {

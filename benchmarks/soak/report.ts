@@ -5,7 +5,7 @@ import type { Target } from '../cluster/report'
 import { markdownTable } from '../lib/markdown-table'
 import { writeResults } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
-import type { MachineLoad } from './machine'
+import type { MachineLoad } from '../lib/machine-load'
 import type { SoakPlan } from './plan'
 import { counterIncrease, quarters, type QuarterCheck, type Sample } from './samples'
 import type { SoakTraffic } from './soak'
@@ -16,6 +16,8 @@ export interface SoakRun {
   bus: 'memory' | 'redis'
   finishedAt: string
   machine: MachineLoad
+  /** Why the figures may not be comparable (the run started on a busy machine), or null. */
+  machineNote: string | null
   durationS: number
   /** Connection attempts Tower counted (admitted + refused), counters summed over restarts. */
   attempts: number
@@ -119,7 +121,7 @@ export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
 }
 
 /** The run's figures from its traffic and Tower's log: its line count once stopped, and its life in seconds. */
-export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, text: readonly string[], lifeS: number }, machine: MachineLoad): SoakRun {
+export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, text: readonly string[], lifeS: number }, machine: MachineLoad, machineNote: string | null): SoakRun {
   const { samples, durationS, fdsBaseline, fdsAfter, ...rest } = traffic
   const stops = traffic.waves.map((w) => w.stoppedS)
   const total = (pick: (k: SoakTraffic['kinds'][number]) => number): number => traffic.kinds.reduce((sum, k) => sum + pick(k), 0)
@@ -128,6 +130,7 @@ export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines
     bus: plan.workers > 1 ? 'redis' : 'memory',
     finishedAt: new Date().toISOString(),
     machine,
+    machineNote,
     durationS,
     attempts: counterIncrease([0, ...samples.map((s) => s.connects)]) + counterIncrease([0, ...samples.map((s) => s.refusals)]),
     publishes: traffic.posts.accepted,
@@ -167,7 +170,7 @@ function duringWave (samples: readonly Sample[], atS: number, stoppedS: number):
 
 function runMarkdown (run: SoakRun): string {
   const out: string[] = [`## ${run.workers === 1 ? 'One process, memory bus' : `${run.workers} workers (node:cluster), Redis bus, Redis restarted and a worker killed`} (${run.plan.name} plan, finished ${run.finishedAt})`, '']
-  out.push(`Machine: ${run.machine.cpus} CPUs, load average ${run.machine.loadBefore.join(' / ')} before, ${run.machine.loadAfter.join(' / ')} after (1/5/15 min).`, '')
+  out.push(`Machine: ${run.machine.cpus} CPUs, load average ${run.machine.loadBefore.join(' / ')} before, ${(run.machine.loadAfter ?? []).join(' / ')} after (1/5/15 min).${run.machineNote === null ? '' : ` ${run.machineNote}.`}`, '')
   const { plan, traffic } = run
   const steady = plan.steady.groups.map((g) => `${g.size} ${g.population}`).join(', ')
   out.push(`${(run.durationS / 60).toFixed(1)} min of traffic: ${plan.steady.seqClients} tower-sse/client tabs and ${plan.steady.seqEventSources} spec EventSources accounted by sequence number, plus ${steady} (storm/populations); every stream ended by Tower after maxAgeMs ${int(plan.tower.maxAgeMs)} ± ${int(plan.tower.maxAgeJitterMs)} ms, so all of them churn. ` +

@@ -9,7 +9,7 @@ import path from 'node:path'
 import { killAllGroups } from '../cluster/processes'
 import { RedisServer } from '../cluster/redis-server'
 import { towerBench, TowerProcess } from '../cluster/tower'
-import { machineLoad } from './machine'
+import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { parseArgs, towerFlags, USAGE } from './plan'
 import { soakRun, writeSoakReport } from './report'
 import { runSoakTraffic } from './soak'
@@ -17,10 +17,13 @@ import { runSoakTraffic } from './soak'
 const log = (line: string): void => { process.stderr.write(`[soak] ${new Date().toISOString().slice(11, 19)} ${line}\n`) }
 
 async function main (): Promise<void> {
-  const bench = towerBench(parseArgs(process.argv.slice(2)), USAGE, __dirname)
+  const { force, argv } = takeForce(process.argv.slice(2))
+  const bench = towerBench(parseArgs(argv), USAGE, __dirname)
   if (bench === null) return
-  const { plan, cli, dir } = bench
-  const machine = machineLoad()
+  const { plan, cli } = bench
+  const load = startLoadRecord(bench.dir, bench.committedDir, force)
+  if (load.note !== null) log(load.note)
+  const dir = load.dir
   const redis = plan.workers > 1 ? await RedisServer.start() : null
   const towerStart = Date.now()
   const tower = await TowerProcess.start({ cli, workers: plan.workers, redisUrl: redis?.url, flags: towerFlags(plan) })
@@ -28,7 +31,7 @@ async function main (): Promise<void> {
   try {
     const traffic = await runSoakTraffic(plan, tower, redis, log)
     await tower.shutdown(10_000)
-    const run = soakRun(plan, traffic, { lines: tower.logLines, text: tower.log, lifeS: (Date.now() - towerStart) / 1000 }, machineLoad(machine))
+    const run = soakRun(plan, traffic, { lines: tower.logLines, text: tower.log, lifeS: (Date.now() - towerStart) / 1000 }, endLoadRecord(load), load.note)
     process.stdout.write(await writeSoakReport(dir, run) + '\n')
     log(`wrote ${path.join(dir, 'soak.{json,md,svg}')}`)
   } finally {
