@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough } from '../benchmarks/cluster/accounting'
 import type { ChaosResult, KindRow } from '../benchmarks/cluster/chaos'
+import type { RestartResult } from '../benchmarks/cluster/restart'
 import type { FanoutRow } from '../benchmarks/cluster/fanout-phase'
 import { combineRounds, TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
 import { defaultOutDir, fanoutCases, FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/cluster/plan'
@@ -160,7 +161,7 @@ t.test('targets are judged on the run\'s own figures: met and NOT met', async (t
     baseline: { windowS: 1, xread: 80, xrange: 0 },
     waves: [{ wave: 1, atS: 1, killedPid: 1, replacedInMs: 500, reconnects: 3, lastReconnectS: 5, windowS: 1, xrange: 4, xread: 90, xreadExcess: 10 }]
   }
-  const results: ClusterResults = { plan: FULL_PLAN, finishedAt: 'now', durationS: 1, machine: 'here', fanout: [row('memory', 10), row('redis', 16)], chaos, restart: null, failures: [] }
+  const results: ClusterResults = { plan: FULL_PLAN, finishedAt: 'now', durationS: 1, host: 'here', fanout: [row('memory', 10), row('redis', 16)], chaos, restart: null, failures: [] }
   const judged = targets(results)
   const verdict = (match: RegExp): boolean | undefined => judged.find((j) => match.test(j.target))?.met
   t.equal(verdict(/p99 with 4 instances/), false, '16 ÷ 10 = 1.6× is over 1.5×')
@@ -176,6 +177,28 @@ t.test('targets are judged on the run\'s own figures: met and NOT met', async (t
   t.equal(again.find((j) => /0 lost/.test(j.target))?.met, false)
   t.equal(again.find((j) => /per reconnect wave/.test(j.target))?.met, false)
   t.match(clusterMarkdown(results), /\*\*NOT met\*\*/)
+
+  // After an empty Redis every client is told once, whether its stream stayed open or it came back.
+  const restartKind = (stayed: Array<[number, number]>): KindRow => ({ ...kind(0), resyncsReconnected: [[1, 3]], resyncsStayed: stayed })
+  const restart = (stayed: Array<[number, number]>): RestartResult => ({
+    instances: 4,
+    broadcastsPerSec: 20,
+    killAtS: 5,
+    outageMs: 5000,
+    workerKilled: null,
+    posts: { posted: 5, accepted: 5, refused: {}, unanswered: 0 },
+    duringOutage: [],
+    acceptedDuringOutage: 0,
+    acceptedThenLost: [],
+    kinds: [restartKind(stayed)],
+    readAgainMs: [{ pid: 1, ms: 100, via: 'bus up again' }],
+    firstAfter: null
+  })
+  const stayedVerdict = (stayed: Array<[number, number]>): boolean | undefined =>
+    targets({ ...results, restart: restart(stayed) }).find((j) => /stream stayed open/.test(j.target))?.met
+  t.equal(stayedVerdict([[1, 7]]), true, 'one resync each for the 7 open streams')
+  t.equal(stayedVerdict([[0, 1], [1, 6]]), false, 'an open stream told nothing after an empty Redis is not met')
+  t.equal(stayedVerdict([[1, 6], [2, 1]]), false, 'nor one told twice')
 })
 
 t.test('its redis-server: a free port, command counts, killed and started again empty', async (t) => {
@@ -203,7 +226,7 @@ t.test('the fan-out pair is 1 instance vs at most one worker per CPU; more worke
   const row = (setup: 'memory' | 'redis', instances: number, p99Ms: number): FanoutRow => ({
     setup, instances, ...(instances > 2 ? { oversubscribed: true } : {}), streams: 1000, admitted: 1000, perInstance: [1000], events: 5, notifyFailures: 0, share: 1, p50Ms: 1, p99Ms, maxMs: p99Ms, p99ByRound: [p99Ms]
   })
-  const results: ClusterResults = { plan: FULL_PLAN, finishedAt: 'now', durationS: 1, machine: 'here', fanout: [row('memory', 1, 10), row('redis', 2, 12), row('redis', 4, 30)], chaos: null, restart: null, failures: [] }
+  const results: ClusterResults = { plan: FULL_PLAN, finishedAt: 'now', durationS: 1, host: 'here', fanout: [row('memory', 1, 10), row('redis', 2, 12), row('redis', 4, 30)], chaos: null, restart: null, failures: [] }
   const judged = targets(results).filter((j) => /p99 with/.test(j.target))
   t.same(judged.map((j) => [j.target, j.met]), [['fan-out, 1,000 streams: p99 with 2 instances ≤ 1.5× p99 with 1', true]], 'judged on the pair, not the oversubscribed row')
   const markdown = clusterMarkdown(results)

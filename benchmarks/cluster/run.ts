@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { finishLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
+import { finishLoadRecord, startLoadRecord, takeForce, writeLoadRecord } from '../lib/machine-load'
 import { runChaos } from './chaos'
 import { combineRounds, measureFanout, type FanoutRow } from './fanout-phase'
 import { defaultOutDir, fanoutCases, parseArgs, USAGE, type ClusterPlan } from './plan'
@@ -22,7 +22,7 @@ import { builtTowerCli, TowerProcess } from './tower'
 
 const log = (line: string): void => { process.stderr.write(`[cluster] ${line}\n`) }
 
-function machine (): string {
+function host (): string {
   const redis = execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).trim().split(' ').find((w) => w.startsWith('v=')) ?? '?'
   return `${os.type().toLowerCase()} ${os.release()}, ${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}, Node ${process.version}, redis-server ${redis.slice(2)}; every process (Redis, Tower, clients) on the same host.`
 }
@@ -93,11 +93,13 @@ async function main (): Promise<void> {
   if (render) {
     const saved = JSON.parse(readFileSync(path.join(dir, 'cluster.json'), 'utf8')) as ClusterResults
     process.stdout.write(await writeClusterReport(dir, saved) + '\n')
+    // writeClusterReport rewrote the JSON without the load the run recorded: put it back in both.
+    if (saved.machine !== undefined) writeLoadRecord({ machine: saved.machine, busy: false, dir, note: null }, 'cluster')
     return
   }
   const started = Date.now()
   const load = startLoadRecord(dir, path.join(root, 'benchmarks', 'results'), force)
-  const results: ClusterResults = { plan, finishedAt: '', durationS: 0, machine: machine(), fanout: [], chaos: null, restart: null, failures: [] }
+  const results: ClusterResults = { plan, finishedAt: '', durationS: 0, host: host(), fanout: [], chaos: null, restart: null, failures: [] }
   try {
     await runPhases(plan, cli, results)
   } catch (error) {
