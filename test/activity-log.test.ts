@@ -4,7 +4,7 @@ import { LogController, type FastifyBaseLogger } from 'fastify'
 import { ActivityLog } from '../lib/activity-log'
 import { StreamStats } from '../lib/stats'
 import { startApp } from './fixtures/app'
-import { connect } from './fixtures/sse-connection'
+import { connect, waitFor } from './fixtures/sse-connection'
 
 /** A logger destination that keeps every line Fastify writes. */
 function captureLines (): { lines: Array<Record<string, unknown>>, stream: Writable } {
@@ -25,17 +25,29 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
     { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, maxAgeJitterMs: 0, tarpitMs: 0 },
     { logger: { level: 'info', stream }, logController: new LogController({ disableRequestLogging: true }) }
   )
+  // Every window's flush counted, so the test waits for windows to pass instead of for time.
+  const flush = ActivityLog.prototype.flush
+  let windowsFlushed = 0
+  ActivityLog.prototype.flush = function (...args) { windowsFlushed++; flush.apply(this, args) }
+  t.teardown(() => { ActivityLog.prototype.flush = flush })
   const linesBeforeStorm = lines.length
   const started = Date.now()
   let attempts = 0
+  const held: Array<{ destroy: () => void }> = []
+  t.teardown(() => { for (const c of held) c.destroy() })
   while (attempts < 1000) {
     const batch = await Promise.all(Array.from({ length: 50 }, () => connect(port)))
     attempts += batch.length
     // Half the admitted clients leave at once, so the window sees connects, closes and refusals.
-    for (const c of batch.filter((c) => c.status === 200).slice(0, 10)) c.destroy()
+    const admitted = batch.filter((c) => c.status === 200)
+    for (const c of admitted.slice(0, 10)) c.destroy()
+    held.push(...admitted.slice(10))
     await Promise.all(batch.filter((c) => c.status !== 200).map((c) => c.ended))
   }
-  await new Promise((resolve) => setTimeout(resolve, windowMs * 2))
+  // Once the server has seen every departure, the next window's summary is the storm's last.
+  await waitFor(`the server to see ${held.length} streams still open`, () => app.sse.size === held.length, 10_000)
+  const settledAt = windowsFlushed
+  await waitFor('a window to end after the storm', () => windowsFlushed > settledAt, 10_000)
   const elapsed = Date.now() - started
   const summaries = lines.filter((l) => typeof l.tower_sse === 'object')
   const windows = Math.ceil(elapsed / windowMs) + 1
@@ -57,7 +69,8 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
     'the storm warning names the busiest client')
   // A quiet window writes nothing.
   const before = lines.length
-  await new Promise((resolve) => setTimeout(resolve, windowMs * 3))
+  const quietFrom = windowsFlushed
+  await waitFor('3 quiet windows to end', () => windowsFlushed >= quietFrom + 3, 10_000)
   t.equal(lines.length, before, 'quiet windows are silent')
   await app.close()
   t.comment(`${stats.accepted + stats.rejected} connects/refusals over ${elapsed} ms -> ${summaries.length} lines`)

@@ -1,24 +1,26 @@
 import { execFile, spawn } from 'node:child_process'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { request } from './fixtures/tower'
 import { waitFor } from './fixtures/sse-connection'
+import { builtDist } from './fixtures/tower-cli'
 
 const run = promisify(execFile)
 const ROOT = path.resolve(__dirname, '..')
 const FIXTURES = path.join(__dirname, 'fixtures', 'package')
 
 /**
- * The package as a user gets it: built into a staging copy (the repository's own dist/ is left to
- * the other tests), packed, and installed into an empty project together with fastify — once,
- * for every test below.
+ * The package as a user gets it: the repository's build (npm ci runs it) copied into a staging
+ * directory, packed, and installed into an empty project together with fastify — once, for every
+ * test below. npm pack's own build is skipped (--ignore-scripts): it would write dist/ while other
+ * tests run from it.
  */
 async function packAndInstall (dir: string): Promise<{ app: string, files: string[] }> {
   const stage = path.join(dir, 'stage')
-  await run(process.execPath, [path.join(ROOT, 'scripts', 'build.mjs'), path.join(stage, 'dist')], { cwd: ROOT })
+  cpSync(builtDist(), path.join(stage, 'dist'), { recursive: true })
   for (const file of ['package.json', 'README.md', 'LICENSE']) copyFileSync(path.join(ROOT, file), path.join(stage, file))
   const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: stage })
   const [{ filename, files }] = JSON.parse(packed.stdout) as Array<{ filename: string, files: Array<{ path: string }> }>
