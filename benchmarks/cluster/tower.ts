@@ -3,6 +3,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import type { ChildProcess } from 'node:child_process'
 import { freePort } from '../lib/free-port'
+import { startLoadRecord, takeForce, type LoadRecord } from '../lib/machine-load'
 import { repoRoot } from '../lib/repo-root'
 import { resultsDir } from '../lib/results-files'
 import { killGroup, spawnGroup, waitFor } from './processes'
@@ -149,15 +150,20 @@ export function builtTowerCli (fromDir: string): { root: string, cli: string } {
 
 /**
  * A Tower benchmark's start: prints `usage` and returns null for --help; otherwise the plan, the
- * built CLI and where results go (results/tmp/ for a quick or targeted run).
+ * built CLI and the load record, which says where results go (results/tmp/ for a quick or targeted
+ * run, or one started on a busy machine without --force).
  */
 export function towerBench<Plan extends { name: string }> (
-  args: { plan: Plan, outDir: string | null, help: boolean, targeted: boolean }, usage: string, fromDir: string
-): { plan: Plan, cli: string, dir: string, committedDir: string } | null {
+  argv: readonly string[], parse: (argv: string[]) => { plan: Plan, outDir: string | null, help: boolean, targeted: boolean },
+  usage: string, fromDir: string
+): { plan: Plan, cli: string, load: LoadRecord } | null {
+  const { force, argv: rest } = takeForce(argv)
+  const args = parse(rest)
   if (args.help) {
     process.stdout.write(usage)
     return null
   }
   const { root, cli } = builtTowerCli(fromDir)
-  return { plan: args.plan, cli, dir: resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted), committedDir: resultsDir(root, null, false) }
+  const dir = resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted)
+  return { plan: args.plan, cli, load: startLoadRecord(dir, resultsDir(root, null, false), force) }
 }

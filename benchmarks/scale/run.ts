@@ -13,7 +13,7 @@ import { killAllGroups } from '../cluster/processes'
 import { RedisServer } from '../cluster/redis-server'
 import { towerBench } from '../cluster/tower'
 import { BASELINE } from '../fanout/contenders'
-import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
+import { endLoadRecord } from '../lib/machine-load'
 import { scaleTargets } from './capacity'
 import { climbLadder, type ScaleRow } from './ladder'
 import { ceilingStreams, parseArgs, resolveSteps, USAGE, type ScalePlan } from './plan'
@@ -43,11 +43,9 @@ async function clusterPhase (plan: ScalePlan, cli: string, perWorker: number): P
 }
 
 async function main (): Promise<void> {
-  const { force, argv } = takeForce(process.argv.slice(2))
-  const bench = towerBench(parseArgs(argv), USAGE, __dirname)
+  const bench = towerBench(process.argv.slice(2), parseArgs, USAGE, __dirname)
   if (bench === null) return
-  const { plan, cli } = bench
-  const load = startLoadRecord(bench.dir, bench.committedDir, force)
+  const { plan, cli, load } = bench
   if (load.note !== null) log(load.note)
   const dir = load.dir
   const started = Date.now()

@@ -9,7 +9,7 @@ import path from 'node:path'
 import { killAllGroups } from '../cluster/processes'
 import { RedisServer } from '../cluster/redis-server'
 import { towerBench, TowerProcess } from '../cluster/tower'
-import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
+import { endLoadRecord } from '../lib/machine-load'
 import { parseArgs, towerFlags, USAGE } from './plan'
 import { soakRun, writeSoakReport } from './report'
 import { runSoakTraffic } from './soak'
@@ -17,11 +17,9 @@ import { runSoakTraffic } from './soak'
 const log = (line: string): void => { process.stderr.write(`[soak] ${new Date().toISOString().slice(11, 19)} ${line}\n`) }
 
 async function main (): Promise<void> {
-  const { force, argv } = takeForce(process.argv.slice(2))
-  const bench = towerBench(parseArgs(argv), USAGE, __dirname)
+  const bench = towerBench(process.argv.slice(2), parseArgs, USAGE, __dirname)
   if (bench === null) return
-  const { plan, cli } = bench
-  const load = startLoadRecord(bench.dir, bench.committedDir, force)
+  const { plan, cli, load } = bench
   if (load.note !== null) log(load.note)
   const dir = load.dir
   const redis = plan.workers > 1 ? await RedisServer.start() : null
