@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import type { BrowserContext, Page } from 'playwright-core'
 import { canRunBrowserTests, launchChromium } from './fixtures/browser'
 import { ensureClientEsmBuild } from './fixtures/client-esm-build'
+import { waitFor } from './fixtures/sse-connection'
 import { notify, startTower } from './fixtures/tower'
 
 const TABS = 8
@@ -108,6 +109,9 @@ async function shareAndHandOver (t: Test, tabs: number, rounds: readonly Leave[]
     handOverMs.push(Date.now() - leftAt)
     await post(`round ${round} after`)
     await Promise.all(pages.map((page) => waitForCount(page, expected.length)))
+    // The hand-over ends when the server has seen the old leader's socket close, which can come
+    // after the new leader's events (one CI run saw 2 streams here).
+    await waitFor(`round ${round}: the departed leader's stream to close`, () => tower.app.sse.size <= 1, WAIT_MS)
     handingOver = false
     t.equal(tower.app.sse.size, 1, `round ${round} (${how}): one stream again`)
     const shown = await Promise.all(pages.map(shownIds))
