@@ -20,7 +20,7 @@ t.test('the quick storm with tiny sizes writes well-formed rows, tables and a ch
   const out = await mkdtemp(path.join(os.tmpdir(), 'storm-test-'))
   t.teardown(() => rm(out, { recursive: true, force: true }))
   // Three clients against a tower-sse preset with room for two: one server, so one server process to
-  // start (each takes seconds through the TypeScript loader on a busy machine). The reproductions'
+  // start (each takes a second or more on a busy machine). The reproductions'
   // own behaviour is pinned in bench-storm-servers.test.ts.
   const plan = parsePlan([
     '--quick', '--preset', 'tiny={"maxClients":2}', '--servers', 'tiny', '--populations', 'hammer', '--clients', '3',

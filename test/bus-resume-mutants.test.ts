@@ -103,7 +103,7 @@ t.test('a resume whose bus read keeps failing retries on a timer that does not k
   let out = ''
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
-  // Compiling the fixture through the loader is slow on a busy machine; the exit itself follows at once.
+  // Starting the fixture can be slow on a busy machine; the exit itself follows at once.
   await waitFor('the fixture to start resuming', () => out.includes('resuming\n') || child.exitCode !== null, 30_000)
   await waitFor('the process to exit with only the retry timer left (it would retry every ~1 s forever)', () => child.exitCode !== null, 5000)
   t.equal(await exited, 0)

@@ -21,7 +21,7 @@ const RAISE_FILE_LIMIT = 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; '
 
 /**
  * Starts the module `name` that sits next to `callerFile` as a Node child with an IPC channel.
- * It takes the caller's extension (.js when compiled, .ts under tap) and execArgv (tap's
+ * It takes the caller's extension (.js when compiled, .ts under tap) and execArgv (the tests'
  * TypeScript loader), so the same code spawns from both layouts.
  */
 export function spawnSibling (callerFile: string, name: string, options: SiblingOptions = {}): ChildProcess {
