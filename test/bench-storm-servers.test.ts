@@ -160,7 +160,7 @@ t.test('a restart: the clients of a full server come back to its successor on th
   t.equal(result.readmitted, 4, 'every client came back to the new server')
   t.equal(result.perSecond.length, 4, 'one count per second')
   t.equal(result.perSecond.reduce((sum, n) => sum + n, 0), 4, 'each client reconnected once')
-  t.ok(result.closeMs >= 0 && result.closeMs < 5000, `the old server closed in ${result.closeMs} ms`)
+  t.ok(Number.isFinite(result.closeMs) && result.closeMs >= 0, `the old server's close() was timed: ${result.closeMs} ms`)
   t.ok(result.busiestOverAverage >= 1 && result.busiestOverAverage <= result.spanSeconds, `busiest / average ${result.busiestOverAverage}`)
   t.match(restartTable([result]), /\| tiny \| browser \| 4 \/ 4 \| \d+ \| 4 \| [\d ]+ \| \d+ \/ [\d.]+ = [\d.]+× \|/)
   const verdicts = checkTargets([], [], [{ ...result, server: 'tower-sse' }])

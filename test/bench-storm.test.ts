@@ -20,10 +20,10 @@ t.test('the quick storm with tiny sizes writes well-formed rows, tables and a ch
   const out = await mkdtemp(path.join(os.tmpdir(), 'storm-test-'))
   t.teardown(() => rm(out, { recursive: true, force: true }))
   // Three clients against a tower-sse preset with room for two: one server, so one server process to
-  // start (each takes a second or more on a busy machine). The reproductions'
-  // own behaviour is pinned in bench-storm-servers.test.ts.
+  // start, whose tarpit holds a refusal 0.2 s rather than 5 (the refusal path would wait that out).
+  // The reproductions' own behaviour is pinned in bench-storm-servers.test.ts.
   const plan = parsePlan([
-    '--quick', '--preset', 'tiny={"maxClients":2}', '--servers', 'tiny', '--populations', 'hammer', '--clients', '3',
+    '--quick', '--preset', 'tiny={"maxClients":2,"tarpitMs":200,"tarpitJitterMs":100}', '--servers', 'tiny', '--populations', 'hammer', '--clients', '3',
     '--warmup', '0', '--duration', '1', '--narrowed', '1', '--rejection', '1', '--rejection-connections', '2', '--out', out
   ])
   let progress = ''

@@ -140,8 +140,8 @@ t.test('close() during a wait leaves no timer and no socket; close() on an open 
   await waitFor('the server to see the disconnect', () => app.sse.size === 0)
   t.equal(activeCount('Timeout'), before.timers, 'no timer left')
   // The spare connection undici opens here (see UNDICI_SPARE) carries no request. What matters:
-  // no request after close(), and nothing of the client's keeps the process alive.
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  // no request after close(), and nothing of the client's keeps the process alive: with no timer
+  // left, nothing can make one later.
   t.equal(requests, 1, 'no request after close()')
   open.close()
   t.same(open.state, { kind: 'closed', error: null }, 'a second close() changes nothing')
@@ -155,6 +155,7 @@ t.test('204, 404 and a non-SSE 200 stop for good with a clear error', async (t) 
   ]
   for (const { status, headers, message } of cases) {
     const server = await startScriptedServer(() => ({ status, headers, body: status === 204 ? undefined : '{}' }))
+    const timers = activeCount('Timeout')
     const client = new TowerSseClient(server.url, { backoffBaseMs: 10, backoffCapMs: 10 })
     const errors: TowerSseClientError[] = []
     client.addEventListener('error', (event) => errors.push(event.error))
@@ -164,7 +165,8 @@ t.test('204, 404 and a non-SSE 200 stop for good with a clear error', async (t) 
     t.match(client.state, { kind: 'closed', error: { status, fatal: true, message } })
     t.equal(errors.length, 1)
     t.equal(errors[0].fatal, true)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    // A retry would be a timer (10 ms backoff): none is left, so none can come.
+    t.equal(activeCount('Timeout'), timers, `${status}: no retry scheduled`)
     t.equal(server.requests.length, 1, `${status}: no second attempt`)
     await server.close()
   }
