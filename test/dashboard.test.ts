@@ -64,11 +64,15 @@ if (canRunBrowserTests(t)) {
     t.equal(await first.locator('#connects').textContent(), '1', 'one connect in the last minute')
     t.equal(await first.locator('#chart canvas').count(), 1, 'uPlot drew its canvas')
     // Two more polls so the chart has a few seconds of data, then look at it.
-    await first.waitForTimeout(2200)
+    for (let poll = 0; poll < 2; poll++) await first.waitForResponse((response) => new URL(response.url()).pathname === '/api/events/stats', { timeout: 10_000 })
     await first.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true })
 
     await first.setViewportSize({ width: 360, height: 800 })
-    await first.waitForTimeout(200)
+    // The chart follows its box through a ResizeObserver: measure once it has.
+    await first.waitForFunction(() => {
+      const box = document.getElementById('chart')
+      return box !== null && (box.querySelector('canvas')?.getBoundingClientRect().width ?? Infinity) <= box.clientWidth
+    }, undefined, { timeout: 10_000 })
     const overflow = await first.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
     t.equal(overflow, 0, 'no horizontal scrolling in a 360 px window')
     await first.screenshot({ path: path.join(ARTIFACTS, 'dashboard-narrow.png'), fullPage: true })
