@@ -103,6 +103,8 @@ function populate (t: tap.Test, start: PopulationStart, port: number, size: numb
 }
 
 t.test('populations react to a stream and a refusal as their clients do', async (t) => {
+  // Each on a server of its own, and mostly waiting out a client's delay: side by side.
+  t.jobs = 6
   t.test('browser: one stream, one EventSource that gives up on the 503', async (t) => {
     const { port } = await serve(t, setupTowerSse, { maxClients: 1 })
     const counters = populate(t, startBrowsers, port, 2)
