@@ -290,11 +290,17 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
   const holder = await connect(port)
-  // Refusals every 50 ms for 2.2 s: each second has more than one, so the level rises; most are held.
+  // Refusals 50 ms apart for 2.2 s of the storm meter's clock (Date.now(), moved on by the test once
+  // each refusal is counted): each second has more than one, so the level rises; most are held.
+  const realNow = Date.now
+  let skippedMs = 0
+  Date.now = () => realNow() + skippedMs
+  t.teardown(() => { Date.now = realNow })
   const attempts: Array<Promise<SseConnection>> = []
   for (let i = 0; i < 44; i++) {
     attempts.push(connect(port))
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await waitFor(`refusal ${i + 1} to be counted`, () => app.sse.stats().rejected === i + 1)
+    skippedMs += 50
   }
   const answered = new Set<number>()
   attempts.forEach((attempt, i) => { void attempt.then(() => answered.add(i)) })
