@@ -154,6 +154,24 @@ t.test('the publisher\'s connection dropped: one "down" and one "up" line, never
   t.same(lines, ['down', 'up'])
 })
 
+t.test('a connection ioredis gave up on (status "end", as after a Sentinel failover race) is started again: publishes and reads resume', async (t) => {
+  const b = bus()
+  t.teardown(() => b.close())
+  const delivered: string[] = []
+  await b.subscribe((event) => { delivered.push(event.data); return 1 }, () => {})
+  await waitFor('up', () => b.stats().state === 'up')
+  // disconnect() leaves a connection where ioredis's give-up does: status "end", no reconnect of its own.
+  const { publisher, reader } = b as unknown as { publisher: Redis, reader: Redis }
+  const ended = Promise.all([publisher, reader].map((connection) => new Promise((resolve) => connection.once('end', resolve))))
+  publisher.disconnect()
+  reader.disconnect()
+  await ended
+  await waitFor('the bus up again on new connections', () => b.stats().state === 'up', 10_000)
+  await b.publish({ data: 'after' })
+  await waitFor('the event read back', () => delivered.includes('after'))
+  t.same(delivered, ['after'])
+})
+
 t.test('Redis killed and restarted: streams stay open, broadcast rejects meanwhile, events after come through', async (t) => {
   const key = freshKey()
   const a = await instance(t, key, { heartbeatMs: 50 })

@@ -130,3 +130,30 @@ export function createRedisConnection (url: string, options: RedisOptions): Redi
     failoverDetector: true
   })
 }
+
+/**
+ * ioredis gives a connection up for good (status 'end') when a reconnect's connector fails instead
+ * of retrying: seen when a Sentinel failover's +switch-master arrives while a reconnect is still
+ * asking the sentinels for the primary (its connector throws "Connection is closed."), and the
+ * connection then refused every command until the process restarted. This starts an ended
+ * connection again after `delayMs()`, each time it ends, until the returned stop() is called —
+ * before the owner closes it on purpose.
+ */
+export function restartWhenEnded (connection: Redis, delayMs: () => number): () => void {
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  const onEnd = (): void => {
+    if (stopped) return
+    clearTimeout(timer)
+    timer = setTimeout(() => {
+      // A failed start ends it again, which schedules the next try.
+      if (!stopped && connection.status === 'end') connection.connect().catch(() => {})
+    }, delayMs()).unref()
+  }
+  connection.on('end', onEnd)
+  return () => {
+    stopped = true
+    clearTimeout(timer)
+    connection.off('end', onEnd)
+  }
+}

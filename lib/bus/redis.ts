@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../client/policy'
-import { createRedisConnection } from './redis-connection'
+import { createRedisConnection, restartWhenEnded } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
 import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deliver, Lost, Published, StartPoint } from './bus'
@@ -39,6 +39,8 @@ const CATCH_UP_SLICE_BYTES = 64 * 1024
 /** Reconnect delays: full jitter over an exponential window, capped (no herd on Redis either). */
 const BACKOFF_BASE_MS = 100
 const BACKOFF_CAP_MS = 2000
+/** A connection ioredis gave up on starts again within the whole backoff window (up to BACKOFF_CAP_MS). */
+const RESTART_ATTEMPT = 10
 const CONNECT_TIMEOUT_MS = 5000
 /** The watchdog asks Redis its TIME this often; unanswered for STALL_MS, the bus is down. */
 const WATCHDOG_MS = 250
@@ -113,6 +115,7 @@ export class RedisBus implements Bus {
   private wasUp = true
   private loop: Promise<void> = Promise.resolve()
   private readonly watchdog: NodeJS.Timeout
+  private readonly stopRestarts: Array<() => void>
   /** When the watchdog's outstanding TIME was sent (null: none outstanding). */
   private probeSentAt: number | null = null
   private stalled = false
@@ -150,6 +153,9 @@ export class RedisBus implements Bus {
       for (const name of STATE_EVENTS) connection.on(name, this.noteState)
     }
     this.reader.on('ready', () => { this.readerFacts = null })
+    // Only our own connections: an app's connection that ended is the app's to start again.
+    const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
+    this.stopRestarts = (this.ownsPublisher ? [this.publisher, this.reader] : [this.reader]).map((connection) => restartWhenEnded(connection, restartDelay))
     this.watchdog = setInterval(this.probe, WATCHDOG_MS).unref()
   }
 
@@ -362,6 +368,7 @@ export class RedisBus implements Bus {
   }
 
   private closeConnections (): void {
+    for (const stop of this.stopRestarts) stop()
     clearInterval(this.watchdog)
     this.reader.disconnect()
     this.publisher.off('ready', this.learnPublisher)

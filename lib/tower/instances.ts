@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { backoffDelayMs, type RandomSource } from '../client/index'
-import { createRedisConnection, type SseStats } from '../index'
+import { createRedisConnection, restartWhenEnded, type SseStats } from '../index'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
@@ -23,6 +23,8 @@ const TTL_MS = 3000
 /** Reconnects to Redis back off from 200 ms to 2 s: a report a second only needs it back soon. */
 const RECONNECT_BASE_MS = 200
 const RECONNECT_CAP_MS = 2000
+/** A connection ioredis gave up on starts again within the whole backoff window. */
+const RESTART_ATTEMPT = 10
 const CLOSE_TIMEOUT_MS = 500
 
 const COUNTS = ['pid', 'current', 'peak', 'accepted', 'rejected', 'seenAt'] as const
@@ -56,11 +58,13 @@ export class InstanceBoard {
   readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
   private readonly redis: Redis
   private readonly setKey: string
+  private readonly stopRestart: () => void
 
   constructor (url: string, private readonly key: string, private readonly read: () => SseStats, random: RandomSource) {
     // No offline queue: while Redis is down a report fails at once and the next one tries again.
     this.redis = createRedisConnection(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => backoffDelayMs(n, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS) })
     this.redis.on('error', () => {})
+    this.stopRestart = restartWhenEnded(this.redis, () => backoffDelayMs(RESTART_ATTEMPT, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS))
     this.setKey = `${key}:instances`
   }
 
@@ -94,6 +98,7 @@ export class InstanceBoard {
   async close (): Promise<void> {
     // Bounded: a stalled Redis must not hold the shutdown (the key expires by itself anyway).
     await withTimeout(this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined), CLOSE_TIMEOUT_MS)
+    this.stopRestart()
     this.redis.disconnect()
   }
 }
