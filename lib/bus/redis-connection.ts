@@ -133,11 +133,12 @@ export function createRedisConnection (url: string, options: RedisOptions): Redi
 
 /**
  * ioredis gives a connection up for good (status 'end') when a reconnect's connector fails instead
- * of retrying: seen when a Sentinel failover's +switch-master arrives while a reconnect is still
- * asking the sentinels for the primary (its connector throws "Connection is closed."), and the
- * connection then refused every command until the process restarted. This starts an ended
- * connection again after `delayMs()`, each time it ends, until the returned stop() is called —
- * before the owner closes it on purpose.
+ * of retrying. Seen after a Sentinel failover on a loaded machine: every command refused with
+ * "Connection is end" until the process restarted. (ioredis 6's source has the path: a
+ * +switch-master that disconnects while a reconnect still asks the sentinels for the primary makes
+ * the connector throw "Connection is closed.".) This starts an ended connection again after
+ * `delayMs()`, each time it ends, until the returned stop() is called — before the owner closes it
+ * on purpose.
  */
 export function restartWhenEnded (connection: Redis, delayMs: () => number): () => void {
   let stopped = false
