@@ -131,7 +131,7 @@ export type { SseStats } from './outcomes'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'
 // The connection the Redis bus makes from a URL (redis://, rediss://, redis+sentinel://), for an app's own Redis needs.
-export { createRedisConnection, parseRedisUrl, redactRedisUrl, restartWhenEnded } from './bus/redis-connection'
+export { createRedisConnection, parseRedisUrl, redactRedisUrl, RESTART_ATTEMPT, restartWhenEnded } from './bus/redis-connection'
 export { encodeEvent, encodeRetry } from './encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

@@ -13,6 +13,7 @@ import { MemoryBus } from '../lib/bus/memory'
 import { SseRegistry, type BroadcastTimer } from '../lib/registry'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { movedClock } from './fixtures/moved-clock'
 import { scrape, type Scrape } from './fixtures/scrape'
 
 const DISCONNECT_FIELDS = { client: 'disconnected', expired: 'expired', swept: 'deadSwept', dropped: 'dropped', shutdown: 'shutdown' } as const
@@ -292,15 +293,12 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
   const holder = await connect(port)
   // Refusals 50 ms apart for 2.2 s of the storm meter's clock (Date.now(), moved on by the test once
   // each refusal is counted): each second has more than one, so the level rises; most are held.
-  const realNow = Date.now
-  let skippedMs = 0
-  Date.now = () => realNow() + skippedMs
-  t.teardown(() => { Date.now = realNow })
+  const clock = movedClock(t)
   const attempts: Array<Promise<SseConnection>> = []
   for (let i = 0; i < 44; i++) {
     attempts.push(connect(port))
     await waitFor(`refusal ${i + 1} to be counted`, () => app.sse.stats().rejected === i + 1)
-    skippedMs += 50
+    clock.skip(50)
   }
   const answered = new Set<number>()
   attempts.forEach((attempt, i) => { void attempt.then(() => answered.add(i)) })

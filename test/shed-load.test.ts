@@ -5,6 +5,7 @@ import { countTimeWait, socketsOn } from '../benchmarks/lib/time-wait'
 import { keyFromClientId } from '../lib/index'
 import { startApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { movedClock } from './fixtures/moved-clock'
 
 /**
  * Clients in another process, as in the incident: each of `loops` loops opens a request on a new
@@ -79,10 +80,7 @@ t.test('rejectWith "retry": a native EventSource waits and tries again instead o
 
 t.test('Retry-After is drawn from a window that widens during a storm and narrows when calm', async (t) => {
   // The storm meter reads Date.now(): the test moves it on instead of waiting out real seconds.
-  const realNow = Date.now
-  let skippedMs = 0
-  Date.now = () => realNow() + skippedMs
-  t.teardown(() => { Date.now = realNow })
+  const clock = movedClock(t)
   const { app, port } = await startApp({
     // A bound the three stormy seconds below cannot reach (w ≤ 16 or 32): at the bound every draw
     // is the bound itself, and "different delays" could not hold.
@@ -102,7 +100,7 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
   const seen: number[] = []
   for (let second = 0; second < 3; second++) {
     seen.push(...await Promise.all(Array.from({ length: 40 }, refuse)))
-    skippedMs += 1000
+    clock.skip(1000)
   }
   const late = seen.slice(-40)
   t.ok(Math.max(...late) > 4, `the window widened during the storm: up to ${Math.max(...late)} s`)
@@ -116,7 +114,7 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
   stormStream.destroy()
   await waitFor('slot free', () => app.sse.size === 0)
 
-  skippedMs += 4200
+  clock.skip(4200)
   const afterCalm = await connect(port)
   await waitFor('retry frame', () => afterCalm.retries.length === 1)
   t.ok(afterCalm.retries[0] <= 6000, `calm again: retry: ${afterCalm.retries[0]} ms is back within 5000 ± 1000`)

@@ -131,6 +131,9 @@ export function createRedisConnection (url: string, options: RedisOptions): Redi
   })
 }
 
+/** The backoff attempt a restart draws its delay at: the whole window, up to the backoff's cap. */
+export const RESTART_ATTEMPT = 10
+
 /**
  * ioredis gives a connection up for good (status 'end') when a reconnect's connector fails instead
  * of retrying. Seen after a Sentinel failover on a loaded machine: every command refused with

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../client/policy'
-import { createRedisConnection, restartWhenEnded } from './redis-connection'
+import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
 import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deliver, Lost, Published, StartPoint } from './bus'
@@ -39,8 +39,6 @@ const CATCH_UP_SLICE_BYTES = 64 * 1024
 /** Reconnect delays: full jitter over an exponential window, capped (no herd on Redis either). */
 const BACKOFF_BASE_MS = 100
 const BACKOFF_CAP_MS = 2000
-/** A connection ioredis gave up on starts again within the whole backoff window (up to BACKOFF_CAP_MS). */
-const RESTART_ATTEMPT = 10
 const CONNECT_TIMEOUT_MS = 5000
 /** The watchdog asks Redis its TIME this often; unanswered for STALL_MS, the bus is down. */
 const WATCHDOG_MS = 250

@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { backoffDelayMs, type RandomSource } from '../client/index'
-import { createRedisConnection, restartWhenEnded, type SseStats } from '../index'
+import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded, type SseStats } from '../index'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
@@ -23,8 +23,6 @@ const TTL_MS = 3000
 /** Reconnects to Redis back off from 200 ms to 2 s: a report a second only needs it back soon. */
 const RECONNECT_BASE_MS = 200
 const RECONNECT_CAP_MS = 2000
-/** A connection ioredis gave up on starts again within the whole backoff window. */
-const RESTART_ATTEMPT = 10
 const CLOSE_TIMEOUT_MS = 500
 
 const COUNTS = ['pid', 'current', 'peak', 'accepted', 'rejected', 'seenAt'] as const
