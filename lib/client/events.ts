@@ -1,7 +1,10 @@
 /** The client's states, errors and events: what a tab's listeners see, whoever holds the stream. */
 
-/** Why the client is waiting: refused (503/429), server error (other 5xx), network error, stream ended. */
-export type WaitReason = 'refused' | 'server-error' | 'network-error' | 'stream-ended'
+/**
+ * Why the client is waiting: refused (503/429), server error (other 5xx), network error, stream
+ * ended, the application's onResponse asked for a retry, or its headers/onResponse function failed.
+ */
+export type WaitReason = 'refused' | 'server-error' | 'network-error' | 'stream-ended' | 'retry-requested' | 'hook-error'
 
 export type TowerSseClientState =
   | { readonly kind: 'connecting', readonly attempt: number }
@@ -22,10 +25,12 @@ export type TowerSseClientState =
 /**
  * Stable, to match on: TOWER_SSE_CLIENT_FATAL (stopped for good), _NETWORK (no response, or the
  * stream broke), _ENDED (the server ended a stream; reconnecting), _REFUSED (503/429, or a refusal
- * stream), _HTTP (another status worth a retry).
+ * stream), _HTTP (another status worth a retry), _HOOK (the application's headers or onResponse
+ * function threw; retried after the backoff).
  */
 export type TowerSseClientErrorCode =
-  'TOWER_SSE_CLIENT_FATAL' | 'TOWER_SSE_CLIENT_NETWORK' | 'TOWER_SSE_CLIENT_ENDED' | 'TOWER_SSE_CLIENT_REFUSED' | 'TOWER_SSE_CLIENT_HTTP'
+  'TOWER_SSE_CLIENT_FATAL' | 'TOWER_SSE_CLIENT_NETWORK' | 'TOWER_SSE_CLIENT_ENDED' | 'TOWER_SSE_CLIENT_REFUSED' | 'TOWER_SSE_CLIENT_HTTP' |
+  'TOWER_SSE_CLIENT_HOOK'
 
 function codeFor (status: number | null, fatal: boolean): TowerSseClientErrorCode {
   if (fatal) return 'TOWER_SSE_CLIENT_FATAL'
@@ -69,11 +74,18 @@ function describeCause (cause: unknown): string {
   return `: ${cause.message}${typeof code === 'string' ? ` (${code})` : ''}`
 }
 
-/** Fired as `error` whenever EventSource would: before every reconnect, and once when the client stops for good. */
+/**
+ * Fired as `error` whenever EventSource would: before every reconnect, and once when the client
+ * stops for good. The error's `code`, `status` and `fatal` are on the event too.
+ */
 export class TowerSseErrorEvent extends Event {
   constructor (readonly error: TowerSseClientError) {
     super('error')
   }
+
+  get code (): TowerSseClientErrorCode { return this.error.code }
+  get status (): number | null { return this.error.status }
+  get fatal (): boolean { return this.error.fatal }
 }
 
 /** Fired as `statechange` whenever `state` changes. */

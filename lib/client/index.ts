@@ -30,7 +30,10 @@ import { TabShare, type TabLocks, type TabRole, type TabSink } from './tabs.ts'
 import { StreamWire, type WireSink } from './wire.ts'
 
 export { backoffDelayMs, classifyResponse, jitterUpMs, parseRetryAfterMs, type RandomSource, type ResponseVerdict } from './policy.ts'
-export { CLIENT_DEFAULTS, TowerSseClientOptionError, type TowerSseClientOptions } from './options.ts'
+export {
+  CLIENT_DEFAULTS, TowerSseClientOptionError, type TowerSseAttempt, type TowerSseBody, type TowerSseClientOptions, type TowerSseHeaders,
+  type TowerSseOnResponse
+} from './options.ts'
 export { TowerSseClientError, TowerSseErrorEvent, TowerSseStateEvent, type TowerSseClientErrorCode, type TowerSseClientState, type TowerSseMessage, type WaitReason } from './events.ts'
 export type { TabRole } from './tabs.ts'
 
@@ -47,6 +50,11 @@ export interface TowerSseClientEventMap {
 
 type Listener<E> = ((event: E) => void) | { handleEvent: (event: E) => void }
 type Handler<E> = ((this: TowerSseClient, event: E) => unknown) | null
+/**
+ * What reading a handler attribute gives: typed by plain `Event`, so that a TowerSseClient is
+ * assignable to `EventSource` (whose handlers take `Event`); setting one is typed by the client's own events.
+ */
+type HandlerRead = ((event: Event) => unknown) | null
 
 // Typed overloads for the known event types; named server events arrive as MessageEvent.
 export interface TowerSseClient {
@@ -79,6 +87,9 @@ function tabShareName (url: string, options: NormalizedClientOptions): string | 
   const origin = (globalThis as { location?: { origin: string } }).location?.origin
   if (!options.shareAcrossTabs || origin === undefined || typeof BroadcastChannel !== 'function') return null
   if (new URL(url).origin !== origin) return null
+  // Shared only when the name says all of the request: computed headers may differ per tab, and a
+  // body cannot be compared by name.
+  if (typeof options.headers === 'function' || options.method.toUpperCase() !== 'GET') return null
   const headers = Object.entries(options.headers).map(([name, value]) => [name.toLowerCase(), value]).sort()
   return `tower-sse/client ${JSON.stringify([url, headers, options.withCredentials])}`
 }
@@ -156,11 +167,11 @@ export class TowerSseClient extends EventTarget {
     return this.role
   }
 
-  get onopen (): Handler<Event> { return this.handlers.get('open') ?? null }
+  get onopen (): HandlerRead { return this.handler('open') }
   set onopen (handler: Handler<Event>) { this.setHandler('open', handler) }
-  get onmessage (): Handler<MessageEvent<string>> { return this.handlers.get('message') ?? null }
+  get onmessage (): HandlerRead { return this.handler('message') }
   set onmessage (handler: Handler<MessageEvent<string>>) { this.setHandler('message', handler as Handler<Event>) }
-  get onerror (): Handler<TowerSseErrorEvent> { return this.handlers.get('error') ?? null }
+  get onerror (): HandlerRead { return this.handler('error') }
   set onerror (handler: Handler<TowerSseErrorEvent>) { this.setHandler('error', handler as Handler<Event>) }
 
   /** Stops for good: aborts the request in flight and cancels any pending retry (a leader tab hands the stream over). */
@@ -199,13 +210,20 @@ export class TowerSseClient extends EventTarget {
         if (failure !== null) throw failure
         return { value: undefined, done: true }
       },
+      // `break` out of `for await` (or return()) closes the client, as it destroys a Node stream:
+      // a loop that stopped reading no longer holds a connection that keeps the process alive.
       return: async () => {
         this.sinks.delete(sink)
         finished = true
         queue.length = 0
+        this.close()
         return { value: undefined, done: true }
       }
     }
+  }
+
+  private handler (type: string): HandlerRead {
+    return (this.handlers.get(type) ?? null) as HandlerRead
   }
 
   /** An event handler attribute: one listener, added the first time, calling whatever handler is set now. */

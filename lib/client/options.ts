@@ -2,9 +2,35 @@
 import { describe } from './describe.ts'
 import type { RandomSource } from './policy.ts'
 
+/** What a `headers` function is told about the attempt it is called for. */
+export interface TowerSseAttempt {
+  /** 1 for the first attempt after a healthy stream or the start, then one more per failed attempt. */
+  readonly attempt: number
+  /** The id sent as `Last-Event-ID` on this attempt ('' for none): the client sets that header itself. */
+  readonly lastEventId: string
+}
+
+/** Extra request headers: fixed, or computed for every attempt (a fresh token), possibly async. */
+export type TowerSseHeaders = Record<string, string> | ((attempt: TowerSseAttempt) => Record<string, string> | Promise<Record<string, string>>)
+
+/** A request body the client can send again on every reconnect (a ReadableStream could be read only once). */
+export type TowerSseBody = string | URLSearchParams | FormData | Blob | ArrayBuffer | ArrayBufferView
+
+/**
+ * Sees every response before the client judges it. `'retry'` makes an answer that would stop the
+ * client for good (a 401 once a token is refreshed) a failed attempt, retried after the backoff.
+ */
+export type TowerSseOnResponse = (response: Response) => undefined | 'retry' | Promise<undefined | 'retry'>
+
 export interface TowerSseClientOptions {
-  /** Extra request headers (e.g. authorization). */
-  headers?: Record<string, string>
+  /** Extra request headers (e.g. authorization), or a function called before every attempt. */
+  headers?: TowerSseHeaders
+  /** The request method: GET (as EventSource) or another, such as POST with a `body`. */
+  method?: string
+  /** The request body, sent again on every attempt; not with GET. */
+  body?: TowerSseBody
+  /** Called with every response before the client judges it (see TowerSseOnResponse). */
+  onResponse?: TowerSseOnResponse
   /** The fetch to stream with; the global one by default. */
   fetch?: typeof globalThis.fetch
   /** As EventSource's `withCredentials`: send cookies cross-origin (fetch `credentials: 'include'`). */
@@ -60,8 +86,12 @@ const NUMBER_RULES: Record<NumericOption, { min: number, max: number }> = {
 }
 const BOOLEAN_OPTIONS = { withCredentials: false, shareAcrossTabs: true } as const
 const KNOWN_OPTIONS = new Set<string>([
-  ...Object.keys(CLIENT_DEFAULTS), ...Object.keys(BOOLEAN_OPTIONS), 'headers', 'fetch', 'random', 'lastEventId'
+  ...Object.keys(CLIENT_DEFAULTS), ...Object.keys(BOOLEAN_OPTIONS), 'headers', 'method', 'body', 'onResponse', 'fetch', 'random', 'lastEventId'
 ])
+// An HTTP method is a token (RFC 9110 §9.1). fetch refuses CONNECT, TRACE and TRACK; a HEAD
+// response has no body, so the stream would end at once and reconnect forever.
+const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+const REFUSED_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK', 'HEAD'])
 
 /** Thrown by the constructor; its message names the option and the value that was refused. */
 export class TowerSseClientOptionError extends TypeError {
@@ -75,7 +105,10 @@ export class TowerSseClientOptionError extends TypeError {
 }
 
 export type NormalizedClientOptions = Record<NumericOption, number> & Record<keyof typeof BOOLEAN_OPTIONS, boolean> & {
-  headers: Record<string, string>
+  headers: TowerSseHeaders
+  method: string
+  body: TowerSseBody | undefined
+  onResponse: TowerSseOnResponse | undefined
   fetch: typeof globalThis.fetch
   random: RandomSource
   lastEventId: string
@@ -107,8 +140,21 @@ export function normalizeClientOptions (input: TowerSseClientOptions | undefined
     booleans[key] = value
   }
   const headers = given.headers ?? {}
-  if (typeof headers !== 'object' || headers === null || Object.values(headers).some((v) => typeof v !== 'string')) {
-    throw new TowerSseClientOptionError('headers', headers, 'an object of string header values')
+  if (typeof headers !== 'function') checkHeaders('headers', headers)
+  const method = given.method ?? 'GET'
+  if (typeof method !== 'string' || !METHOD.test(method) || REFUSED_METHODS.has(method.toUpperCase())) {
+    throw new TowerSseClientOptionError('method', method, 'an HTTP method other than HEAD, CONNECT, TRACE or TRACK (GET, POST, …)')
+  }
+  const body = given.body
+  if (body !== undefined) {
+    if (!isReplayableBody(body)) {
+      throw new TowerSseClientOptionError('body', body, 'a string, URLSearchParams, FormData, Blob, ArrayBuffer or typed array (sent again on every reconnect)')
+    }
+    if (method.toUpperCase() === 'GET') throw new TowerSseClientOptionError('body', body, 'absent with method GET (fetch sends no body with GET)')
+  }
+  const onResponse = given.onResponse
+  if (onResponse !== undefined && typeof onResponse !== 'function') {
+    throw new TowerSseClientOptionError('onResponse', onResponse, 'a function (response) => undefined | \'retry\'')
   }
   const fetchImpl = given.fetch ?? globalThis.fetch
   if (typeof fetchImpl !== 'function') {
@@ -125,9 +171,33 @@ export function normalizeClientOptions (input: TowerSseClientOptions | undefined
   return {
     ...numbers,
     ...booleans,
-    headers: headers as Record<string, string>,
+    headers: headers as TowerSseHeaders,
+    method,
+    body,
+    onResponse: onResponse as TowerSseOnResponse | undefined,
     fetch: fetchImpl as typeof globalThis.fetch,
     random: random as RandomSource,
     lastEventId
   }
+}
+
+/**
+ * Checks a set of request headers as fetch would take them (names and values), so a bad one fails
+ * where it was given instead of as a network error on every attempt. `where` names its source.
+ */
+export function checkHeaders (where: string, headers: unknown): Record<string, string> {
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers) || Object.values(headers).some((v) => typeof v !== 'string')) {
+    throw new TowerSseClientOptionError(where, headers, 'an object of string header values')
+  }
+  try {
+    void new Headers(headers as Record<string, string>)
+  } catch (error) {
+    throw new TowerSseClientOptionError(where, headers, `headers fetch accepts (${(error as Error).message})`)
+  }
+  return headers as Record<string, string>
+}
+
+function isReplayableBody (body: unknown): body is TowerSseBody {
+  return typeof body === 'string' || body instanceof URLSearchParams || body instanceof ArrayBuffer || ArrayBuffer.isView(body) ||
+    (typeof Blob === 'function' && body instanceof Blob) || (typeof FormData === 'function' && body instanceof FormData)
 }

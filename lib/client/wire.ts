@@ -5,7 +5,8 @@
  */
 import { createParser, type EventSourceParser } from 'eventsource-parser'
 import { TowerSseClientError, type TowerSseClientState, type WaitReason, type WireMessage } from './events.ts'
-import { MAX_TIMER_MS, type NormalizedClientOptions } from './options.ts'
+import { checkHeaders, MAX_TIMER_MS, TowerSseClientOptionError, type NormalizedClientOptions } from './options.ts'
+import { describe } from './describe.ts'
 import { backoffDelayMs, classifyResponse, jitterUpMs, parseRetryAfterMs } from './policy.ts'
 
 export interface WireSink {
@@ -22,7 +23,8 @@ const MAX_REFUSAL_BODY_MS = 5000
 /** Reads a refusal's body until it ends (the server closed) or passes its bounds, then lets go. */
 async function drainBody (response: Response): Promise<void> {
   const body = response.body
-  if (body === null) return
+  // An onResponse hook may have read it already.
+  if (body === null || response.bodyUsed || body.locked) return
   const reader = body.getReader()
   const timer = setTimeout(() => { void reader.cancel().catch(() => {}) }, MAX_REFUSAL_BODY_MS)
   try {
@@ -37,6 +39,18 @@ async function drainBody (response: Response): Promise<void> {
   } finally {
     clearTimeout(timer)
   }
+}
+
+/**
+ * Lets go of a response the client will not read as its stream: a finite answer is read to its
+ * end (a server that closes first then keeps the TIME_WAIT), an event stream, which may never end, is cancelled.
+ */
+async function letGo (response: Response): Promise<void> {
+  if (classifyResponse(response.status, response.headers.get('content-type')).kind === 'stream') {
+    await response.body?.cancel().catch(() => {})
+    return
+  }
+  await drainBody(response)
 }
 
 /**
@@ -140,14 +154,18 @@ export class StreamWire {
     this.retryTimer = undefined
     const controller = new AbortController()
     this.controller = controller
-    this.setState({ kind: 'connecting', attempt: this.failures + 1 })
-    const headers: Record<string, string> = { accept: 'text/event-stream', ...this.options.headers }
-    if (this.lastId !== '') headers['last-event-id'] = lastEventIdHeader(this.lastId)
+    const attempt = this.failures + 1
+    this.setState({ kind: 'connecting', attempt })
+    const headers = await this.requestHeaders(attempt, controller)
+    if (headers === null) return
     let response: Response
     try {
       // Called unbound: browsers refuse a fetch invoked as a method of another object.
       const { fetch } = this.options
       response = await fetch(this.url, {
+        method: this.options.method,
+        // Any typed array is a body fetch takes; the DOM types name only those over an ArrayBuffer.
+        body: this.options.body as BodyInit | undefined,
         headers,
         signal: controller.signal,
         cache: 'no-store',
@@ -161,6 +179,7 @@ export class StreamWire {
       void response.body?.cancel().catch(() => {})
       return
     }
+    if (this.options.onResponse !== undefined && !(await this.askOnResponse(response, controller))) return
     const verdict = classifyResponse(response.status, response.headers.get('content-type'))
     if (verdict.kind === 'stream') {
       await this.readStream(response, controller)
@@ -180,6 +199,67 @@ export class StreamWire {
       : null
     const error = new TowerSseClientError(`the server answered HTTP ${response.status}`, response.status, false)
     this.failedAttempt(error, verdict.reason, retryAfterMs, response.status)
+  }
+
+  /**
+   * This attempt's request headers: the application's (fixed, or from its function, called for
+   * every attempt), then `Accept` unless it set one and the client's own `Last-Event-ID`. null when
+   * the attempt is over already: the function failed (retried after the backoff), returned
+   * something fetch cannot send (the client stops), or close() came meanwhile.
+   */
+  private async requestHeaders (attempt: number, controller: AbortController): Promise<Headers | null> {
+    const { headers } = this.options
+    let given: unknown = headers
+    if (typeof headers === 'function') {
+      try {
+        given = await headers({ attempt, lastEventId: this.lastId })
+      } catch (error) {
+        if (!controller.signal.aborted) this.failedAttempt(new TowerSseClientError('the headers function failed', null, false, error, 'TOWER_SSE_CLIENT_HOOK'), 'hook-error')
+        return null
+      }
+      if (controller.signal.aborted) return null
+      try {
+        checkHeaders('headers()', given)
+      } catch (error) {
+        this.stop(new TowerSseClientError((error as TowerSseClientOptionError).message.replace(/^tower-sse\/client: /, ''), null, true))
+        return null
+      }
+    }
+    const request = new Headers(given as Record<string, string>)
+    if (!request.has('accept')) request.set('accept', 'text/event-stream')
+    if (this.lastId !== '') request.set('last-event-id', lastEventIdHeader(this.lastId))
+    return request
+  }
+
+  /**
+   * Shows the response to the application's onResponse first; false when that ended the attempt:
+   * it asked for a retry or failed (retried after the backoff), answered something else (the
+   * client stops), or close() came meanwhile.
+   */
+  private async askOnResponse (response: Response, controller: AbortController): Promise<boolean> {
+    const { status } = response
+    let decision: unknown
+    try {
+      decision = await this.options.onResponse?.(response)
+    } catch (error) {
+      if (controller.signal.aborted) return false
+      await letGo(response)
+      if (!controller.signal.aborted) this.failedAttempt(new TowerSseClientError('the onResponse function failed', status, false, error, 'TOWER_SSE_CLIENT_HOOK'), 'hook-error', null, status)
+      return false
+    }
+    if (controller.signal.aborted) {
+      void response.body?.cancel().catch(() => {})
+      return false
+    }
+    if (decision === undefined) return true
+    await letGo(response)
+    if (controller.signal.aborted) return false
+    if (decision === 'retry') {
+      this.failedAttempt(new TowerSseClientError(`the server answered HTTP ${status}; onResponse asked for a retry`, status, false), 'retry-requested', null, status)
+    } else {
+      this.stop(new TowerSseClientError(`onResponse must return undefined or 'retry', got ${describe(decision)}`, status, true))
+    }
+    return false
   }
 
   private async readStream (response: Response, controller: AbortController): Promise<void> {
