@@ -276,7 +276,9 @@ function checkIdProperty (name: string, data: unknown, text: string): void {
   if (typeof data !== 'object' || data === null || Array.isArray(data) || !text.startsWith('{')) {
     throw new BroadcastIdPropertyError('needs data that is a plain object')
   }
-  if (Object.hasOwn(data, name)) {
+  // Read from what is encoded, not from the object: a toJSON() could add the name, and a client's
+  // JSON.parse would then take the last of the two.
+  if (Object.hasOwn(JSON.parse(text) as object, name)) {
     throw new BroadcastIdPropertyError(`would set ${JSON.stringify(name)}, which the data already has`)
   }
 }

@@ -33,7 +33,9 @@ t.test('idProperty: the data carries the id the bus assigned, equal to the SSE i
   t.equal(c.events[0].id, first.id)
   t.same(JSON.parse(c.events[1].data), { ref: second.id }, 'an empty object gets just the id')
   const refused: Array<[unknown, string]> = [
-    ['text', 'id'], [[1, 2], 'id'], [null, 'id'], [{ id: 'mine' }, 'id'], [{ a: 1 }, 'not an identifier'], [{ a: 1 }, 'x'.repeat(65)]
+    ['text', 'id'], [[1, 2], 'id'], [null, 'id'], [{ id: 'mine' }, 'id'], [{ a: 1 }, 'not an identifier'], [{ a: 1 }, 'x'.repeat(65)],
+    // What is encoded is checked: a toJSON that adds the name would forge the id a client parses.
+    [{ toJSON: () => ({ id: 'forged' }) }, 'id'], [{ toJSON: () => 'text' }, 'id']
   ]
   for (const [data, idProperty] of refused) {
     await t.rejects(app.sse.broadcast(data, { idProperty }), { code: 'TOWER_SSE_BAD_ID_PROPERTY' }, `${JSON.stringify(data)} with ${idProperty.slice(0, 20)}`)
