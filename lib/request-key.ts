@@ -1,4 +1,6 @@
 import type { FastifyRequest } from 'fastify'
+import { addressKey, DEFAULT_ADDRESS_GROUPING, type AddressGrouping } from './admission/address-key'
+import { TowerSseOptionError } from './errors'
 
 export type KeyFn = (request: FastifyRequest) => string
 
@@ -7,10 +9,26 @@ const CLIENT_ID = /^[\x21-\x7e]{1,128}$/
 /**
  * Whose stream this is, for `maxClientsPerKey`: the client address as Fastify resolves it
  * (`request.ip`, which honours Fastify's `trustProxy`). Nothing the client sends chooses it, so a
- * client cannot dodge its cap by naming itself anew; behind a proxy, set `trustProxy` to the
- * proxy's address or every client is the proxy.
+ * client cannot dodge its cap by naming itself anew, nor by the spellings of one address or the
+ * addresses of one IPv6 /64 (address-key.ts); behind a proxy, set `trustProxy` to the proxy's
+ * address or every client is the proxy.
  */
-export const defaultKeyFn: KeyFn = (request) => `ip:${request.ip}`
+export const defaultKeyFn: KeyFn = (request) => addressKey(request.ip)
+
+/**
+ * The default key with other address groups: `keyByAddress({ ipv6PrefixLength: 48 })` counts a
+ * whole /48 as one client, `{ ipv6PrefixLength: 128 }` each IPv6 address (see address-key.ts).
+ */
+export function keyByAddress (grouping: Partial<AddressGrouping> = {}): KeyFn {
+  const given = { ...DEFAULT_ADDRESS_GROUPING, ...grouping }
+  for (const [name, max] of [['ipv4PrefixLength', 32], ['ipv6PrefixLength', 128]] as const) {
+    const value: unknown = given[name]
+    if (!Number.isSafeInteger(value) || (value as number) < 0 || (value as number) > max) {
+      throw new TowerSseOptionError(`keyByAddress: ${name}`, value, `an integer between 0 and ${max}`)
+    }
+  }
+  return (request) => addressKey(request.ip, given)
+}
 
 /**
  * Opt-in: a client that names itself (`X-Client-Id` header or `clientId` query parameter, printable
