@@ -4,8 +4,10 @@ import { backoffDelayMs } from '../client/policy'
 import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
-import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deliver, Lost, Published, StartPoint } from './bus'
+import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from './bus'
 import { BUS_SCRIPT } from './redis-script'
+import { ReceiveProof } from './redis/receive-proof'
+import { monotonicNow } from '../shared/monotonic'
 
 export interface RedisBusOptions {
   /** A redis://, rediss:// or redis+sentinel:// URL (the bus owns its connections), or an ioredis client (the app owns it). */
@@ -20,10 +22,14 @@ export interface RedisBusOptions {
   maxPendingPublishes: number
   /** How long Redis remembers an idempotency key. */
   idempotencyWindowMs: number
+  /** Down this long without proof of receiving: the streams are told and closed (default DEAF_CLOSE_MS). */
+  deafCloseMs?: number
   random: () => number
   log: { warn: (msg: string) => void, info: (msg: string) => void }
-  /** The local clock (ms); tests may inject one. */
+  /** The local wall clock (ms), for deadlines in Redis's clock; tests may inject one. */
   now?: () => number
+  /** A clock that never steps (ms), for every interval; tests may inject one. */
+  monotonic?: () => number
 }
 
 /** The stream keeps at least this many events, so a reader a little behind never finds its next event trimmed. */
@@ -40,9 +46,21 @@ const CATCH_UP_SLICE_BYTES = 64 * 1024
 const BACKOFF_BASE_MS = 100
 const BACKOFF_CAP_MS = 2000
 const CONNECT_TIMEOUT_MS = 5000
+/**
+ * Every connection of ours has a deadline: a command (the blocking XREAD included, which Redis
+ * answers within READ_BLOCK_MS) that has seen no reply byte for this long tears the socket down
+ * and ioredis reconnects — a half-open socket never holds a reader forever. TCP keepalive too,
+ * for the sockets idle in between.
+ */
+const SOCKET_DEADLINE_MS = READ_BLOCK_MS + 1500
+const KEEPALIVE_MS = 1000
 /** The watchdog asks Redis its TIME this often; unanswered for STALL_MS, the bus is down. */
 const WATCHDOG_MS = 250
 const STALL_MS = 1000
+/** No own probe seen for this long (two probes lost and a margin): the instance cannot prove it receives, the bus is down. */
+export const RECEIVE_DEADLINE_MS = 2500
+/** Down for this long without proof of receiving: every stream here is told and closed with a jittered retry, again each such spell. */
+export const DEAF_CLOSE_MS = 5000
 /** A TIME answer slower than this measures the clock offset too loosely to be kept. */
 const OFFSET_MAX_RTT_MS = 100
 /** Redis's own deadline is this much before the caller's, so a publish it runs is usually answered in time. */
@@ -90,10 +108,15 @@ export class RedisBus implements Bus {
   private readonly metaKey: string
   private readonly maxLength: number
   private readonly now: () => number
+  private readonly monotonic: () => number
+  private readonly proof: ReceiveProof
   private readonly origin = randomBytes(6).toString('base64url')
   private readonly waiters = new Map<string, Waiter>()
   private deliver: Deliver = () => 0
   private lost: Lost = () => {}
+  private deaf: Deaf = () => {}
+  /** When the streams were last closed for a deaf spell (monotonic ms). */
+  private deafClosedAt = -Infinity
   /** The epoch being delivered, its last delivered sequence number and stream id. */
   private epoch: string | null = null
   private lastSeq = 0
@@ -114,7 +137,7 @@ export class RedisBus implements Bus {
   private loop: Promise<void> = Promise.resolve()
   private readonly watchdog: NodeJS.Timeout
   private readonly stopRestarts: Array<() => void>
-  /** When the watchdog's outstanding TIME was sent (null: none outstanding). */
+  /** When the watchdog's outstanding TIME was sent, monotonic ms (null: none outstanding). */
   private probeSentAt: number | null = null
   private stalled = false
   private configNoted = false
@@ -124,12 +147,16 @@ export class RedisBus implements Bus {
     this.metaKey = `${options.key}:meta`
     this.maxLength = Math.max(options.historyMaxEvents, STREAM_MIN_LENGTH)
     this.now = options.now ?? Date.now
+    this.monotonic = options.monotonic ?? monotonicNow
+    this.proof = new ReceiveProof(`${options.key}:probe:${this.origin}`, this.monotonic)
     const own: RedisOptions = {
       lazyConnect: true,
       enableOfflineQueue: false,
       autoResendUnfulfilledCommands: false,
       maxRetriesPerRequest: 0,
       connectTimeout: CONNECT_TIMEOUT_MS,
+      socketTimeout: SOCKET_DEADLINE_MS,
+      keepAlive: KEEPALIVE_MS,
       // The same full-jitter curve as before the shared helper: windows of 200 ms, 400 ms, … 2 s.
       retryStrategy: (attempt) => backoffDelayMs(attempt + 1, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
     }
@@ -154,12 +181,13 @@ export class RedisBus implements Bus {
     // Only our own connections: an app's connection that ended is the app's to start again.
     const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
     this.stopRestarts = (this.ownsPublisher ? [this.publisher, this.reader] : [this.reader]).map((connection) => restartWhenEnded(connection, restartDelay))
-    this.watchdog = setInterval(this.probe, WATCHDOG_MS).unref()
+    this.watchdog = setInterval(this.watch, WATCHDOG_MS).unref()
   }
 
-  async subscribe (deliver: Deliver, lost: Lost): Promise<StartPoint> {
+  async subscribe (deliver: Deliver, lost: Lost, deaf: Deaf = () => {}): Promise<StartPoint> {
     this.deliver = deliver
     this.lost = lost
+    this.deaf = deaf
     try {
       await Promise.all([ready(this.publisher), ready(this.reader)])
     } catch (error) {
@@ -181,6 +209,7 @@ export class RedisBus implements Bus {
       throw error
     }
     const position = positionOf(this.epoch, this.cursor)
+    this.proof.restart()
     this.loop = this.readLoop()
     return { floor: position, last: { id: formatEventId(position), position } }
   }
@@ -343,17 +372,32 @@ export class RedisBus implements Bus {
     }, () => this.publisher.disconnect(true))
   }
 
-  /** The watchdog: one TIME outstanding at most; unanswered for STALL_MS, the bus is down. */
-  private readonly probe = (): void => {
+  /**
+   * The watchdog, every WATCHDOG_MS: the end-to-end probe (is this instance receiving?), the state
+   * it decides, the streams told when it has not received for DEAF_CLOSE_MS, and one TIME
+   * outstanding at most (unanswered for STALL_MS, the bus is down).
+   */
+  private readonly watch = (): void => {
+    if (this.epoch === null || this.closed) return
+    if (this.publisher.status === 'ready' && this.publisherFacts !== null) this.proof.send(this.publisher)
+    this.noteState()
+    const silent = this.proof.silentMs()
+    const closeAfter = this.options.deafCloseMs ?? DEAF_CLOSE_MS
+    if (silent > RECEIVE_DEADLINE_MS + closeAfter && this.monotonic() - this.deafClosedAt >= RECEIVE_DEADLINE_MS + closeAfter) {
+      this.deafClosedAt = this.monotonic()
+      this.options.log.warn(`tower-sse: this instance has not proven it receives from Redis for ${Math.round(silent)} ms: its streams are told (resync) and closed with a jittered retry`)
+      this.deaf()
+    }
     if (this.probeSentAt !== null) {
-      if (!this.stalled && this.now() - this.probeSentAt >= STALL_MS) {
+      if (!this.stalled && this.monotonic() - this.probeSentAt >= STALL_MS) {
         this.stalled = true
         this.noteState()
       }
       return
     }
     if (this.publisher.status !== 'ready') return
-    const sent = this.probeSentAt = this.now()
+    this.probeSentAt = this.monotonic()
+    const sent = this.now()
     this.publisher.time().then((time) => {
       const answered = this.now()
       if (answered - sent <= OFFSET_MAX_RTT_MS && this.publisherFacts !== null) this.publisherFacts.offsetMs = offsetOf(time.map(String) as [string, string], sent, answered)
@@ -375,7 +419,8 @@ export class RedisBus implements Bus {
   }
 
   private isUp (): boolean {
-    return !this.closed && !this.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready'
+    return !this.closed && !this.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready' &&
+      this.proof.silentMs() <= RECEIVE_DEADLINE_MS
   }
 
   /** One log line per change of state, not one per failed reconnect. */
@@ -401,9 +446,14 @@ export class RedisBus implements Bus {
           await this.checkContinuity()
           continue
         }
-        const reply = await this.reader.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.streamKey, this.cursor) as Array<[string, StreamEntry[]]> | null
-        if (reply === null) this.recheck = true
-        else await this.deliverPaced(reply[0][1])
+        // The probe stream beside the bus's: an own probe wakes the read, and proves it reads.
+        const reply = await this.reader.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.streamKey, this.proof.key, this.cursor, this.proof.cursor) as Array<[string, StreamEntry[]]> | null
+        const entries = reply?.find(([name]) => name === this.streamKey)?.[1] ?? []
+        const probes = reply?.find(([name]) => name === this.proof.key)?.[1]
+        if (probes !== undefined) this.proof.saw(probes)
+        // Nothing on the bus's stream for a read: an idle spell, when the check looks for a rollback.
+        if (entries.length === 0) this.recheck = true
+        else await this.deliverPaced(entries)
       } catch {
         // A dropped connection rejects the blocked XREAD; ioredis reconnects with our backoff.
         this.recheck = true
