@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../client/policy'
-import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
+import { createRedisConnection, DISCONNECT_TIMEOUT_MS, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
 import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from './bus'
@@ -135,6 +135,12 @@ export class RedisBus implements Bus {
   private closed = false
   private wasUp = true
   private loop: Promise<void> = Promise.resolve()
+  /**
+   * Settles (rejected) when close() begins: the read loop's waits race it, so a close never waits on
+   * Redis — a reconnect that disconnect() cancels emits no 'end', and a stalled server answers nothing.
+   */
+  private readonly stopping: Promise<never>
+  private stop: () => void = () => {}
   private readonly watchdog: NodeJS.Timeout
   private readonly stopRestarts: Array<() => void>
   /** When the watchdog's outstanding TIME was sent, monotonic ms (null: none outstanding). */
@@ -147,6 +153,8 @@ export class RedisBus implements Bus {
     this.metaKey = `${options.key}:meta`
     this.maxLength = Math.max(options.historyMaxEvents, STREAM_MIN_LENGTH)
     this.now = options.now ?? Date.now
+    this.stopping = new Promise<never>((_resolve, reject) => { this.stop = () => reject(new BusClosedError()) })
+    this.stopping.catch(() => undefined)
     this.monotonic = options.monotonic ?? monotonicNow
     this.proof = new ReceiveProof(`${options.key}:probe:${this.origin}`, this.monotonic)
     const own: RedisOptions = {
@@ -157,6 +165,8 @@ export class RedisBus implements Bus {
       connectTimeout: CONNECT_TIMEOUT_MS,
       socketTimeout: SOCKET_DEADLINE_MS,
       keepAlive: KEEPALIVE_MS,
+      // The reader duplicates an app's client too: it must not hold a close on a stalled server either.
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
       // The same full-jitter curve as before the shared helper: windows of 200 ms, 400 ms, … 2 s.
       retryStrategy: (attempt) => backoffDelayMs(attempt + 1, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
     }
@@ -299,6 +309,7 @@ export class RedisBus implements Bus {
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.stop()
     clearInterval(this.watchdog)
     this.closeConnections()
     await this.loop
@@ -438,16 +449,16 @@ export class RedisBus implements Bus {
     while (!this.closed) {
       try {
         if (this.reader.status !== 'ready') {
-          await ready(this.reader).catch(() => undefined)
+          await this.unlessClosed(ready(this.reader)).catch(() => undefined)
           this.recheck = true
           continue
         }
         if (this.recheck) {
-          await this.checkContinuity()
+          await this.unlessClosed(this.checkContinuity())
           continue
         }
         // The probe stream beside the bus's: an own probe wakes the read, and proves it reads.
-        const reply = await this.reader.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.streamKey, this.proof.key, this.cursor, this.proof.cursor) as Array<[string, StreamEntry[]]> | null
+        const reply = await this.unlessClosed(this.reader.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.streamKey, this.proof.key, this.cursor, this.proof.cursor) as Promise<Array<[string, StreamEntry[]]> | null>)
         const entries = reply?.find(([name]) => name === this.streamKey)?.[1] ?? []
         const probes = reply?.find(([name]) => name === this.proof.key)?.[1]
         if (probes !== undefined) this.proof.saw(probes)
@@ -460,6 +471,12 @@ export class RedisBus implements Bus {
         if (this.reader.status === 'ready' && !this.closed) await delay(BACKOFF_BASE_MS)
       }
     }
+  }
+
+  /** The wait, cut short (rejected) when close() begins. */
+  private unlessClosed<T> (waiting: Promise<T>): Promise<T> {
+    waiting.catch(() => undefined)
+    return Promise.race([waiting, this.stopping])
   }
 
   /** Fans out a batch in slices, yielding between them so sockets drain what a slice wrote. */
@@ -578,7 +595,8 @@ function ready (connection: Redis): Promise<void> {
   if (connection.status === 'ready') return Promise.resolve()
   if (connection.status === 'wait') return connection.connect()
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => done(new Error(`not ready after ${CONNECT_TIMEOUT_MS} ms (${connection.status})`)), CONNECT_TIMEOUT_MS)
+    // Unref'd: a wait that close() cut short must not hold the process either.
+    const timer = setTimeout(() => done(new Error(`not ready after ${CONNECT_TIMEOUT_MS} ms (${connection.status})`)), CONNECT_TIMEOUT_MS).unref()
     const done = (error?: Error): void => {
       clearTimeout(timer)
       connection.off('ready', onReady)
