@@ -121,7 +121,7 @@ export { IDEMPOTENCY_KEY } from './registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BroadcastIdempotencyKeyError
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../client/policy'
-import { createRedisConnection, DISCONNECT_TIMEOUT_MS, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
+import { createRedisConnection, DISCONNECT_TIMEOUT_MS, redactRedisUrl, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
-import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
+import { BusBusyError, BusClosedError, BusEvictableError, BusStartError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
 import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from './bus'
 import { BUS_SCRIPT } from './redis-script'
 import { ReceiveProof } from './redis/receive-proof'
+import { describeRefusals, explainStartFailure, firstReady } from './redis/start-up'
 import { monotonicNow } from '../shared/monotonic'
 
 export interface RedisBusOptions {
@@ -198,13 +199,16 @@ export class RedisBus implements Bus {
     this.deliver = deliver
     this.lost = lost
     this.deaf = deaf
+    // Where, for a start-up error: the URL without its secrets, or the app's own client.
+    const where = typeof this.options.redis === 'string' ? redactRedisUrl(this.options.redis) : 'the ioredis client given'
     try {
-      await Promise.all([ready(this.publisher), ready(this.reader)])
+      await Promise.all([firstReady(this.publisher, CONNECT_TIMEOUT_MS), firstReady(this.reader, CONNECT_TIMEOUT_MS)])
     } catch (error) {
       this.closeConnections()
-      throw new BusUnavailableError(`cannot connect to Redis: ${(error as Error).message}`)
+      throw new BusStartError(where, (error as Error).message)
     }
     try {
+      await this.checkPermissions(where)
       await this.checkEviction()
       this.publisherFacts = await this.factsOf(this.publisher)
       const [, epoch, seq, marker] = await this.run(this.publisher, 'check', this.publisherFacts) as MetaReply
@@ -330,6 +334,21 @@ export class RedisBus implements Bus {
     const command = (connection as unknown as Record<typeof COMMAND, BusCommand>)[COMMAND].bind(connection)
     return command(this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
       this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.epoch ?? '') : '', ...rest)
+  }
+
+  /**
+   * The dry run: the script asks Redis's ACL whether this user may run each command the bus runs
+   * on its keys (a read-only user would start and then fail every publish), changing nothing.
+   */
+  private async checkPermissions (where: string): Promise<void> {
+    const command = (this.publisher as unknown as Record<typeof COMMAND, (...args: string[]) => Promise<string[]>>)[COMMAND].bind(this.publisher)
+    let refused: string | null
+    try {
+      refused = describeRefusals((await command(this.streamKey, this.metaKey, `${this.options.key}:idem:dry-run`, 'dry', this.proof.key)).slice(1))
+    } catch (error) {
+      throw new BusStartError(where, explainStartFailure(error as Error))
+    }
+    if (refused !== null) throw new BusStartError(where, refused)
   }
 
   /**
