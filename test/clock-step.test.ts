@@ -1,4 +1,7 @@
 import t from 'tap'
+import { RedisBus } from '../lib/bus/redis'
+import { DEFAULTS } from '../lib/options'
+import { startRedis } from './fixtures/redis-server'
 import { StormMeter } from '../lib/admission/storm-meter'
 import { TokenBucket } from '../lib/admission/token-bucket'
 import { startApp } from './fixtures/app'
@@ -49,4 +52,15 @@ t.test('retry: never passes maxRetryAfterSeconds, however stormy', async (t) => 
   t.ok(stream.retries[0] <= 20_000, `retry: ${stream.retries[0]} ms within the 20 s cap`)
   t.ok(stream.retries[0] > 10_000, 'and still widened by the storm')
   stream.destroy()
+})
+
+t.test('bus lag: an instance whose clock is 10 min ahead reports the lag in Redis\'s clock, not 600 s', async (t) => {
+  const redis = await startRedis()
+  t.teardown(() => redis.stop())
+  const { publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs } = DEFAULTS
+  const bus = new RedisBus({ redis: redis.url, key: 'ahead', historyMaxEvents: 10, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} }, now: () => Date.now() + TEN_MINUTES })
+  t.teardown(() => bus.close())
+  await bus.subscribe(() => 0, () => {})
+  await bus.publish({ data: '1' })
+  t.ok(bus.stats().lagMs < 5000, `lag ${bus.stats().lagMs} ms`)
 })

@@ -601,7 +601,8 @@ export class RedisBus implements Bus {
     this.lastSeq = seq
     const event = eventOf(id, fields)
     this.delivered++
-    this.lagMs = Math.max(0, this.now() - event.position.major)
+    // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag.
+    this.lagMs = Math.max(0, this.now() + (this.readerFacts?.offsetMs ?? this.publisherFacts?.offsetMs ?? 0) - event.position.major)
     const count = this.deliver(event)
     if (waiter !== undefined && token !== undefined) {
       this.settle(token, waiter)
