@@ -63,6 +63,10 @@ export const PublishOutcomeUnknownError = createError<[number]>(
 export const BusEvictableError = createError<[string]>(
   'TOWER_SSE_BUS_EVICTABLE', 'tower-sse: Redis maxmemory-policy is %s, which may evict the bus\'s keys and lose events silently; set maxmemory-policy to noeviction (or a volatile-* policy)', 500)
 
+/** The Redis bus could not start (register fails): where, and what happened, in one line. */
+export const BusStartError = createError<[string, string]>(
+  'TOWER_SSE_BUS_START', 'tower-sse: cannot start the Redis bus on %s: %s', 500)
+
 /** broadcast()'s idempotencyKey is not 1-128 characters of A-Z a-z 0-9 _ . : + / = - */
 export const BroadcastIdempotencyKeyError = createError<[string]>('TOWER_SSE_BAD_IDEMPOTENCY_KEY',
   'tower-sse: broadcast idempotencyKey must be 1-128 characters of A-Z a-z 0-9 _ . : + / = -, got %s', 500, TypeError)
@@ -90,5 +94,6 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BUS_BUSY: BusBusyError,
   TOWER_SSE_PUBLISH_UNKNOWN: PublishOutcomeUnknownError,
   TOWER_SSE_BUS_EVICTABLE: BusEvictableError,
+  TOWER_SSE_BUS_START: BusStartError,
   TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError
 })

@@ -30,7 +30,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const counts = new StreamStats()
   const activity = new ActivityLog(counts, { windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
   const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, counts, createBus(options, fastify.log), options.random)
-  await registry.start()
+  // Streams the registry ends while the bus is deaf get admission's jittered retry: (a closure: admission is made next).
+  await registry.start(() => admission.retryFrame())
   const admission = new Admission(fastify, registry, counts, options)
   // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
   const turn = new TurnFlush()
@@ -120,7 +121,7 @@ export { IDEMPOTENCY_KEY } from './registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BroadcastIdempotencyKeyError
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
 export type { TopicsFromRequest } from './subscription'

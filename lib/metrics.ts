@@ -67,7 +67,7 @@ export function registerMetrics (
   labelled('tower_sse_refusals_total', 'Stream requests refused, by reason (stats().refusals; summed: stats().rejected).',
     'reason', () => read().refusals)
   gauge('tower_sse_refusals_held', 'Refusals held in the tarpit now (stats().refusalsHeld).', () => read().refusalsHeld)
-  labelled('tower_sse_disconnects_total', 'Streams ended, by cause (stats().disconnected, expired, deadSwept, dropped, shutdown).',
+  labelled('tower_sse_disconnects_total', 'Streams ended, by cause (stats().disconnected, expired, deadSwept, dropped, shutdown, busDeaf).',
     'cause', () => {
       const stats = read()
       return Object.fromEntries(Object.entries(CLOSE_CAUSES).map(([field, cause]) => [cause, stats[field as keyof typeof CLOSE_CAUSES]]))

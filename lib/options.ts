@@ -108,6 +108,11 @@ export interface TowerSseOptions {
   maxPendingPublishes?: number
   /** How long an idempotencyKey of broadcast() is remembered: a retry within it lands no second event. */
   idempotencyWindowMs?: number
+  /**
+   * With the Redis bus: once the bus has been down this long without proof that this instance
+   * receives, every stream here gets a resync and ends with a jittered retry (again each such spell).
+   */
+  busDeafCloseMs?: number
 }
 
 type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis'
@@ -142,7 +147,8 @@ export const DEFAULTS = Object.freeze({
   redisKey: 'tower-sse',
   publishTimeoutMs: 1000,
   maxPendingPublishes: 1000,
-  idempotencyWindowMs: 300_000
+  idempotencyWindowMs: 300_000,
+  busDeafCloseMs: 5000
 })
 
 type IntegerRule = { min: number, max?: number }
@@ -171,7 +177,8 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
   stormConnectsPerMinute: { min: 1 },
   publishTimeoutMs: { min: 1, max: 60_000 },
   maxPendingPublishes: { min: 1 },
-  idempotencyWindowMs: { min: 1, max: 2 ** 31 - 1 }
+  idempotencyWindowMs: { min: 1, max: 2 ** 31 - 1 },
+  busDeafCloseMs: { min: 0, max: 2 ** 31 - 1 }
 }
 
 // What a URL path carries unencoded (RFC 3986 pchar), less `%` and `*`. Fastify matches a route

@@ -35,7 +35,9 @@ export const CLOSE_CAUSES = {
   expired: 'expired',
   deadSwept: 'swept',
   dropped: 'dropped',
-  shutdown: 'shutdown'
+  shutdown: 'shutdown',
+  /** Told and closed while the bus could not prove this instance receives (see bus-guarantees.md). */
+  busDeaf: 'bus-deaf'
 } as const
 export type CloseReason = keyof typeof CLOSE_CAUSES
 export const CLOSE_REASONS = Object.keys(CLOSE_CAUSES) as CloseReason[]

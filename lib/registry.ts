@@ -72,9 +72,12 @@ export class SseRegistry {
     this.resumes = new Resumes(this, stats, random)
   }
 
-  /** Subscribes to the bus: from then on every event it delivers is fanned out here. */
-  async start (): Promise<void> {
-    const from = await this.bus.subscribe((event) => this.deliver(event), (at, reason) => this.lost(at, reason))
+  /**
+   * Subscribes to the bus: from then on every event it delivers is fanned out here. `retryFrame`
+   * draws the `retry:` of a stream the registry ends while the bus is deaf.
+   */
+  async start (retryFrame: () => Buffer = () => Buffer.alloc(0)): Promise<void> {
+    const from = await this.bus.subscribe((event) => this.deliver(event), (at, reason) => this.lost(at, reason), () => this.deafened(retryFrame))
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, from.floor)
     this.last ??= from.last
   }
@@ -192,6 +195,22 @@ export class SseRegistry {
     for (const client of this.clients.values()) {
       this.resumes.forget(client)
       client.write(frame)
+    }
+  }
+
+  /**
+   * This instance cannot prove it receives from the bus: every stream gets a resync (what it has
+   * seen may not be all there is), its own jittered `retry:`, and ends, so its client reconnects —
+   * to a healthy instance behind a load balancer that reads the readiness of each, or here again,
+   * resuming from its id, once the bus is back. Never a stream left silent.
+   */
+  private deafened (retryFrame: () => Buffer): void {
+    const frame = this.resyncFrame('bus-deaf')
+    for (const client of [...this.clients.values()]) {
+      this.resumes.forget(client)
+      client.write(frame)
+      client.write(retryFrame())
+      client.end('busDeaf')
     }
   }
 

@@ -210,7 +210,7 @@ t.test('the redis option is checked at register time', async (t) => {
   }
   await t.rejects(startApp({ redis: 'http://user:secret@127.0.0.1:1/' }), /http:\/\/\*\*\*@127/, 'no password in the message')
   await t.rejects(startApp({ redisKey: 'a key' }), { name: 'TowerSseOptionError', option: 'redisKey' })
-  await t.rejects(startApp({ redis: 'redis://127.0.0.1:1' }), { code: 'TOWER_SSE_BUS_UNAVAILABLE' }, 'an unreachable Redis fails the register')
+  await t.rejects(startApp({ redis: 'redis://127.0.0.1:1' }), { code: 'TOWER_SSE_BUS_START' }, 'an unreachable Redis fails the register')
 })
 
 t.test('an ioredis client of the app: used and duplicated for the reader, never closed by the plugin', async (t) => {

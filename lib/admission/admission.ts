@@ -92,8 +92,10 @@ export class Admission {
   retryFrame (): Buffer {
     const scale = this.storm.scale(Date.now())
     const cap = this.options.maxRetryAfterSeconds * 1000
-    const center = Math.min(this.options.retryMs * scale, cap)
-    return encodeRetry(jitter(center, Math.min(this.options.retryJitterMs * scale, center), this.options.random))
+    // The spread fits under the cap: center + spread never passes it (a storm's retry: stayed under 2 × cap).
+    const spread = Math.min(this.options.retryJitterMs * scale, cap / 2)
+    const center = Math.min(this.options.retryMs * scale, cap - spread)
+    return encodeRetry(jitter(center, Math.min(spread, center), this.options.random))
   }
 
   /** Marks the request's connection as holding a stream: nothing pipelined behind it can be answered. */

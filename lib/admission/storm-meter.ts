@@ -29,7 +29,8 @@ export class StormMeter {
    */
   levelAt (now: number): number {
     const second = Math.floor(now / 1000)
-    if (second === this.second) return this.level
+    // A clock stepped back (wall time moved) is not a calm spell of negative length: nothing changes.
+    if (second <= this.second) return this.level
     const elapsed = second - this.second
     if (this.refusalsThisSecond > this.thresholdPerSecond && elapsed === 1) return Math.min(this.level + 1, this.maxLevel)
     // The second that just ended was calm (or the meter is waking after quiet seconds).
@@ -46,6 +47,11 @@ export class StormMeter {
     const second = Math.floor(now / 1000)
     if (second === this.second) return
     this.level = this.levelAt(now)
+    // Stepped back: this second goes on under the clock's new number.
+    if (second < this.second) {
+      this.second = second
+      return
+    }
     this.second = second
     this.refusalsThisSecond = 0
   }

@@ -12,7 +12,8 @@ export class TokenBucket {
   }
 
   take (now: number): boolean {
-    this.tokens = Math.min(this.burst, this.tokens + (now - this.refilledAt) * this.ratePerSecond / 1000)
+    // A clock stepped back refills nothing (and takes nothing back): elapsed time is never negative.
+    this.tokens = Math.min(this.burst, this.tokens + Math.max(0, now - this.refilledAt) * this.ratePerSecond / 1000)
     this.refilledAt = now
     if (this.tokens < 1) return false
     this.tokens -= 1

@@ -63,6 +63,12 @@ export type Deliver = (event: BusEvent) => number
 /** Where delivery goes on after a discontinuity, and why; every stream here must resync. */
 export type Lost = (at: { id: string, position: EventPosition }, reason: string) => void
 
+/**
+ * Called while this instance cannot prove it receives what the bus carries (a shared bus only):
+ * every stream here must be told and closed, so its client goes to a healthy instance.
+ */
+export type Deaf = () => void
+
 /** Where the hub's history starts when an instance joins the bus. */
 export interface StartPoint {
   /** Every event after this position will be delivered here (null: unknown, resumes resync). */
@@ -75,10 +81,11 @@ export interface Bus {
   /** Whether other instances publish too: a client may then come back with an id this instance has not delivered yet. */
   readonly shared: boolean
   /**
-   * Registers this instance's one delivery callback, and the one told when delivery cannot go on
-   * without a gap (events after `at` follow); resolves once the bus can publish.
+   * Registers this instance's one delivery callback, the one told when delivery cannot go on
+   * without a gap (events after `at` follow), and the one told when this instance has been deaf
+   * too long; resolves once the bus can publish.
    */
-  subscribe (deliver: Deliver, lost: Lost): Promise<StartPoint>
+  subscribe (deliver: Deliver, lost: Lost, deaf?: Deaf): Promise<StartPoint>
   /**
    * Assigns the next position; resolves once the bus has the event and this instance has delivered
    * it, or rejects with a coded error. A shared bus settles within its publish deadline.

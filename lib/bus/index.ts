@@ -15,6 +15,7 @@ export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): 
     publishTimeoutMs: options.publishTimeoutMs,
     maxPendingPublishes: options.maxPendingPublishes,
     idempotencyWindowMs: options.idempotencyWindowMs,
+    deafCloseMs: options.busDeafCloseMs,
     random: options.random,
     log: { warn: (msg) => log.warn(msg), info: (msg) => log.info(msg) }
   })

@@ -106,11 +106,19 @@ export function parseRedisUrl (url: string): RedisTarget {
 }
 
 /**
+ * How long disconnect() waits for the server's side of the close before destroying the socket:
+ * ioredis waits 2 s by default, and a stalled server never answers, which held a shutdown
+ * (SIGTERM) past drainMs + 2 s. A server that is fine closes within a millisecond on loopback.
+ */
+export const DISCONNECT_TIMEOUT_MS = 200
+
+/**
  * A new ioredis client for the URL with `options` on top (the caller's reconnect policy, offline
  * queue…): the one place that turns the `redis` option into a connection, for the bus and for
  * Tower's instance board alike. The client is created, not connected (unless options say so).
  */
-export function createRedisConnection (url: string, options: RedisOptions): Redis {
+export function createRedisConnection (url: string, rest: RedisOptions): Redis {
+  const options: RedisOptions = { disconnectTimeout: DISCONNECT_TIMEOUT_MS, ...rest }
   // ioredis is an optional peer dependency: loaded only when a URL is given.
   const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
   const target = parseRedisUrl(url)

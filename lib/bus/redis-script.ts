@@ -15,14 +15,33 @@
  * rollback and the epoch is still the one it saw.
  *
  * KEYS: stream, meta, idempotency key (the meta key again when unused).
- * ARGV: mode ('pub' | 'check' | 'rotate'), proposed epoch, caller's run_id, lossless ('1'/'0'),
+ * ARGV: mode ('pub' | 'check' | 'rotate' | 'dry'), proposed epoch (for 'dry': the probe key), caller's run_id, lossless ('1'/'0'),
  *   MAXLEN (approximate), deadline in Redis ms ('0': none), idempotency ('1'/'0'), its TTL ms,
  *   the epoch to rotate away from, then the entry's field/value pairs.
  * Returns { 'late' } (past the deadline: nothing written), { 'dup', id } (the key's first publish),
- * { 'ok', epoch, stream id, seq } (published), or { 'meta', epoch, seq, marker id } (check, rotate).
+ * { 'ok', epoch, stream id, seq } (published), { 'meta', epoch, seq, marker id } (check, rotate),
+ * or { 'dry', refused command… } (dry: changes nothing).
  */
 export const BUS_SCRIPT = `
 local stream, meta, mode = KEYS[1], KEYS[2], ARGV[1]
+if mode == 'dry' then
+  -- The dry run (ARGV[2]: the probe key): which commands the bus runs would this user be refused?
+  local refused = { 'dry' }
+  if not redis.acl_check_cmd then return refused end
+  local probe = ARGV[2]
+  local checks = {
+    { 'XADD', stream, 'MAXLEN', '~', '1000', '*', 'e', '' }, { 'XREAD', 'STREAMS', stream, '0' },
+    { 'XRANGE', stream, '-', '+' }, { 'XREVRANGE', stream, '+', '-' },
+    { 'HSET', meta, 'e', '' }, { 'HMGET', meta, 'e' }, { 'HINCRBY', meta, 's', '1' },
+    { 'GET', KEYS[3] }, { 'SET', KEYS[3], '', 'PX', '1' },
+    { 'XADD', probe, 'MAXLEN', '1', '*', 't', '' }, { 'PEXPIRE', probe, '1' }, { 'XREAD', 'STREAMS', probe, '0' },
+    { 'MULTI' }, { 'EXEC' }, { 'TIME' }, { 'INFO', 'server' }
+  }
+  for _, c in ipairs(checks) do
+    if not redis.acl_check_cmd(unpack(c)) then refused[#refused + 1] = c[1] .. (c[2] and (' ' .. c[2]) or '') end
+  end
+  return refused
+end
 if mode == 'pub' then
   local deadline = tonumber(ARGV[6])
   if deadline > 0 then

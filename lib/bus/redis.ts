@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../client/policy'
-import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
+import { createRedisConnection, DISCONNECT_TIMEOUT_MS, redactRedisUrl, RESTART_ATTEMPT, restartWhenEnded } from './redis-connection'
 import { formatEventId, type EventPosition } from '../event-id'
-import { BusBusyError, BusClosedError, BusEvictableError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
-import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deliver, Lost, Published, StartPoint } from './bus'
+import { BusBusyError, BusClosedError, BusEvictableError, BusStartError, BusUnavailableError, PublishOutcomeUnknownError } from '../errors'
+import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from './bus'
 import { BUS_SCRIPT } from './redis-script'
+import { ReceiveProof } from './redis/receive-proof'
+import { describeRefusals, explainStartFailure, firstReady } from './redis/start-up'
+import { monotonicNow } from '../shared/monotonic'
 
 export interface RedisBusOptions {
   /** A redis://, rediss:// or redis+sentinel:// URL (the bus owns its connections), or an ioredis client (the app owns it). */
@@ -20,10 +23,14 @@ export interface RedisBusOptions {
   maxPendingPublishes: number
   /** How long Redis remembers an idempotency key. */
   idempotencyWindowMs: number
+  /** Down this long without proof of receiving: the streams are told and closed (default DEAF_CLOSE_MS). */
+  deafCloseMs?: number
   random: () => number
   log: { warn: (msg: string) => void, info: (msg: string) => void }
-  /** The local clock (ms); tests may inject one. */
+  /** The local wall clock (ms), for deadlines in Redis's clock; tests may inject one. */
   now?: () => number
+  /** A clock that never steps (ms), for every interval; tests may inject one. */
+  monotonic?: () => number
 }
 
 /** The stream keeps at least this many events, so a reader a little behind never finds its next event trimmed. */
@@ -40,9 +47,21 @@ const CATCH_UP_SLICE_BYTES = 64 * 1024
 const BACKOFF_BASE_MS = 100
 const BACKOFF_CAP_MS = 2000
 const CONNECT_TIMEOUT_MS = 5000
+/**
+ * Every connection of ours has a deadline: a command (the blocking XREAD included, which Redis
+ * answers within READ_BLOCK_MS) that has seen no reply byte for this long tears the socket down
+ * and ioredis reconnects — a half-open socket never holds a reader forever. TCP keepalive too,
+ * for the sockets idle in between.
+ */
+const SOCKET_DEADLINE_MS = READ_BLOCK_MS + 1500
+const KEEPALIVE_MS = 1000
 /** The watchdog asks Redis its TIME this often; unanswered for STALL_MS, the bus is down. */
 const WATCHDOG_MS = 250
 const STALL_MS = 1000
+/** No own probe seen for this long (two probes lost and a margin): the instance cannot prove it receives, the bus is down. */
+export const RECEIVE_DEADLINE_MS = 2500
+/** Down for this long without proof of receiving: every stream here is told and closed with a jittered retry, again each such spell. */
+export const DEAF_CLOSE_MS = 5000
 /** A TIME answer slower than this measures the clock offset too loosely to be kept. */
 const OFFSET_MAX_RTT_MS = 100
 /** Redis's own deadline is this much before the caller's, so a publish it runs is usually answered in time. */
@@ -90,10 +109,15 @@ export class RedisBus implements Bus {
   private readonly metaKey: string
   private readonly maxLength: number
   private readonly now: () => number
+  private readonly monotonic: () => number
+  private readonly proof: ReceiveProof
   private readonly origin = randomBytes(6).toString('base64url')
   private readonly waiters = new Map<string, Waiter>()
   private deliver: Deliver = () => 0
   private lost: Lost = () => {}
+  private deaf: Deaf = () => {}
+  /** When the streams were last closed for a deaf spell (monotonic ms). */
+  private deafClosedAt = -Infinity
   /** The epoch being delivered, its last delivered sequence number and stream id. */
   private epoch: string | null = null
   private lastSeq = 0
@@ -112,9 +136,15 @@ export class RedisBus implements Bus {
   private closed = false
   private wasUp = true
   private loop: Promise<void> = Promise.resolve()
+  /**
+   * Settles (rejected) when close() begins: the read loop's waits race it, so a close never waits on
+   * Redis — a reconnect that disconnect() cancels emits no 'end', and a stalled server answers nothing.
+   */
+  private readonly stopping: Promise<never>
+  private stop: () => void = () => {}
   private readonly watchdog: NodeJS.Timeout
   private readonly stopRestarts: Array<() => void>
-  /** When the watchdog's outstanding TIME was sent (null: none outstanding). */
+  /** When the watchdog's outstanding TIME was sent, monotonic ms (null: none outstanding). */
   private probeSentAt: number | null = null
   private stalled = false
   private configNoted = false
@@ -124,12 +154,20 @@ export class RedisBus implements Bus {
     this.metaKey = `${options.key}:meta`
     this.maxLength = Math.max(options.historyMaxEvents, STREAM_MIN_LENGTH)
     this.now = options.now ?? Date.now
+    this.stopping = new Promise<never>((_resolve, reject) => { this.stop = () => reject(new BusClosedError()) })
+    this.stopping.catch(() => undefined)
+    this.monotonic = options.monotonic ?? monotonicNow
+    this.proof = new ReceiveProof(`${options.key}:probe:${this.origin}`, this.monotonic)
     const own: RedisOptions = {
       lazyConnect: true,
       enableOfflineQueue: false,
       autoResendUnfulfilledCommands: false,
       maxRetriesPerRequest: 0,
       connectTimeout: CONNECT_TIMEOUT_MS,
+      socketTimeout: SOCKET_DEADLINE_MS,
+      keepAlive: KEEPALIVE_MS,
+      // The reader duplicates an app's client too: it must not hold a close on a stalled server either.
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
       // The same full-jitter curve as before the shared helper: windows of 200 ms, 400 ms, … 2 s.
       retryStrategy: (attempt) => backoffDelayMs(attempt + 1, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
     }
@@ -154,19 +192,23 @@ export class RedisBus implements Bus {
     // Only our own connections: an app's connection that ended is the app's to start again.
     const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
     this.stopRestarts = (this.ownsPublisher ? [this.publisher, this.reader] : [this.reader]).map((connection) => restartWhenEnded(connection, restartDelay))
-    this.watchdog = setInterval(this.probe, WATCHDOG_MS).unref()
+    this.watchdog = setInterval(this.watch, WATCHDOG_MS).unref()
   }
 
-  async subscribe (deliver: Deliver, lost: Lost): Promise<StartPoint> {
+  async subscribe (deliver: Deliver, lost: Lost, deaf: Deaf = () => {}): Promise<StartPoint> {
     this.deliver = deliver
     this.lost = lost
+    this.deaf = deaf
+    // Where, for a start-up error: the URL without its secrets, or the app's own client.
+    const where = typeof this.options.redis === 'string' ? redactRedisUrl(this.options.redis) : 'the ioredis client given'
     try {
-      await Promise.all([ready(this.publisher), ready(this.reader)])
+      await Promise.all([firstReady(this.publisher, CONNECT_TIMEOUT_MS), firstReady(this.reader, CONNECT_TIMEOUT_MS)])
     } catch (error) {
       this.closeConnections()
-      throw new BusUnavailableError(`cannot connect to Redis: ${(error as Error).message}`)
+      throw new BusStartError(where, (error as Error).message)
     }
     try {
+      await this.checkPermissions(where)
       await this.checkEviction()
       this.publisherFacts = await this.factsOf(this.publisher)
       const [, epoch, seq, marker] = await this.run(this.publisher, 'check', this.publisherFacts) as MetaReply
@@ -181,6 +223,7 @@ export class RedisBus implements Bus {
       throw error
     }
     const position = positionOf(this.epoch, this.cursor)
+    this.proof.restart()
     this.loop = this.readLoop()
     return { floor: position, last: { id: formatEventId(position), position } }
   }
@@ -270,6 +313,7 @@ export class RedisBus implements Bus {
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.stop()
     clearInterval(this.watchdog)
     this.closeConnections()
     await this.loop
@@ -290,6 +334,21 @@ export class RedisBus implements Bus {
     const command = (connection as unknown as Record<typeof COMMAND, BusCommand>)[COMMAND].bind(connection)
     return command(this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
       this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.epoch ?? '') : '', ...rest)
+  }
+
+  /**
+   * The dry run: the script asks Redis's ACL whether this user may run each command the bus runs
+   * on its keys (a read-only user would start and then fail every publish), changing nothing.
+   */
+  private async checkPermissions (where: string): Promise<void> {
+    const command = (this.publisher as unknown as Record<typeof COMMAND, (...args: string[]) => Promise<string[]>>)[COMMAND].bind(this.publisher)
+    let refused: string | null
+    try {
+      refused = describeRefusals((await command(this.streamKey, this.metaKey, `${this.options.key}:idem:dry-run`, 'dry', this.proof.key)).slice(1))
+    } catch (error) {
+      throw new BusStartError(where, explainStartFailure(error as Error))
+    }
+    if (refused !== null) throw new BusStartError(where, refused)
   }
 
   /**
@@ -343,17 +402,32 @@ export class RedisBus implements Bus {
     }, () => this.publisher.disconnect(true))
   }
 
-  /** The watchdog: one TIME outstanding at most; unanswered for STALL_MS, the bus is down. */
-  private readonly probe = (): void => {
+  /**
+   * The watchdog, every WATCHDOG_MS: the end-to-end probe (is this instance receiving?), the state
+   * it decides, the streams told when it has not received for DEAF_CLOSE_MS, and one TIME
+   * outstanding at most (unanswered for STALL_MS, the bus is down).
+   */
+  private readonly watch = (): void => {
+    if (this.epoch === null || this.closed) return
+    if (this.publisher.status === 'ready' && this.publisherFacts !== null) this.proof.send(this.publisher)
+    this.noteState()
+    const silent = this.proof.silentMs()
+    const closeAfter = this.options.deafCloseMs ?? DEAF_CLOSE_MS
+    if (silent > RECEIVE_DEADLINE_MS + closeAfter && this.monotonic() - this.deafClosedAt >= RECEIVE_DEADLINE_MS + closeAfter) {
+      this.deafClosedAt = this.monotonic()
+      this.options.log.warn(`tower-sse: this instance has not proven it receives from Redis for ${Math.round(silent)} ms: its streams are told (resync) and closed with a jittered retry`)
+      this.deaf()
+    }
     if (this.probeSentAt !== null) {
-      if (!this.stalled && this.now() - this.probeSentAt >= STALL_MS) {
+      if (!this.stalled && this.monotonic() - this.probeSentAt >= STALL_MS) {
         this.stalled = true
         this.noteState()
       }
       return
     }
     if (this.publisher.status !== 'ready') return
-    const sent = this.probeSentAt = this.now()
+    this.probeSentAt = this.monotonic()
+    const sent = this.now()
     this.publisher.time().then((time) => {
       const answered = this.now()
       if (answered - sent <= OFFSET_MAX_RTT_MS && this.publisherFacts !== null) this.publisherFacts.offsetMs = offsetOf(time.map(String) as [string, string], sent, answered)
@@ -375,7 +449,8 @@ export class RedisBus implements Bus {
   }
 
   private isUp (): boolean {
-    return !this.closed && !this.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready'
+    return !this.closed && !this.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready' &&
+      this.proof.silentMs() <= RECEIVE_DEADLINE_MS
   }
 
   /** One log line per change of state, not one per failed reconnect. */
@@ -393,23 +468,34 @@ export class RedisBus implements Bus {
     while (!this.closed) {
       try {
         if (this.reader.status !== 'ready') {
-          await ready(this.reader).catch(() => undefined)
+          await this.unlessClosed(ready(this.reader)).catch(() => undefined)
           this.recheck = true
           continue
         }
         if (this.recheck) {
-          await this.checkContinuity()
+          await this.unlessClosed(this.checkContinuity())
           continue
         }
-        const reply = await this.reader.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.streamKey, this.cursor) as Array<[string, StreamEntry[]]> | null
-        if (reply === null) this.recheck = true
-        else await this.deliverPaced(reply[0][1])
+        // The probe stream beside the bus's: an own probe wakes the read, and proves it reads.
+        const reply = await this.unlessClosed(this.reader.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.streamKey, this.proof.key, this.cursor, this.proof.cursor) as Promise<Array<[string, StreamEntry[]]> | null>)
+        const entries = reply?.find(([name]) => name === this.streamKey)?.[1] ?? []
+        const probes = reply?.find(([name]) => name === this.proof.key)?.[1]
+        if (probes !== undefined) this.proof.saw(probes)
+        // Nothing on the bus's stream for a read: an idle spell, when the check looks for a rollback.
+        if (entries.length === 0) this.recheck = true
+        else await this.deliverPaced(entries)
       } catch {
         // A dropped connection rejects the blocked XREAD; ioredis reconnects with our backoff.
         this.recheck = true
         if (this.reader.status === 'ready' && !this.closed) await delay(BACKOFF_BASE_MS)
       }
     }
+  }
+
+  /** The wait, cut short (rejected) when close() begins. */
+  private unlessClosed<T> (waiting: Promise<T>): Promise<T> {
+    waiting.catch(() => undefined)
+    return Promise.race([waiting, this.stopping])
   }
 
   /** Fans out a batch in slices, yielding between them so sockets drain what a slice wrote. */
@@ -515,7 +601,8 @@ export class RedisBus implements Bus {
     this.lastSeq = seq
     const event = eventOf(id, fields)
     this.delivered++
-    this.lagMs = Math.max(0, this.now() - event.position.major)
+    // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag.
+    this.lagMs = Math.max(0, this.now() + (this.readerFacts?.offsetMs ?? this.publisherFacts?.offsetMs ?? 0) - event.position.major)
     const count = this.deliver(event)
     if (waiter !== undefined && token !== undefined) {
       this.settle(token, waiter)
@@ -528,7 +615,8 @@ function ready (connection: Redis): Promise<void> {
   if (connection.status === 'ready') return Promise.resolve()
   if (connection.status === 'wait') return connection.connect()
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => done(new Error(`not ready after ${CONNECT_TIMEOUT_MS} ms (${connection.status})`)), CONNECT_TIMEOUT_MS)
+    // Unref'd: a wait that close() cut short must not hold the process either.
+    const timer = setTimeout(() => done(new Error(`not ready after ${CONNECT_TIMEOUT_MS} ms (${connection.status})`)), CONNECT_TIMEOUT_MS).unref()
     const done = (error?: Error): void => {
       clearTimeout(timer)
       connection.off('ready', onReady)

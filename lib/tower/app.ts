@@ -6,6 +6,7 @@ import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
 import { DEFAULT_ALLOWED_HOSTS, guardRequests } from './request-guard'
 import { staticAssets } from './static-assets'
+import { readyRoute } from './ready-route'
 import { statsRoute } from './stats-route'
 
 /** Tower's own settings besides the plugin's, with their defaults. */
@@ -63,7 +64,7 @@ function metricsRegistry (): Registry | null {
 
 /**
  * The Tower server: tower-sse at GET /api/events, POST /api/notify, GET /api/events/stats,
- * GET /metrics and the dashboard, every route behind the request guard. Returns the instance
+ * GET /api/ready, GET /metrics and the dashboard, every route behind the request guard. Returns the instance
  * unstarted; the caller listens (and closes).
  */
 export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
@@ -98,6 +99,7 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     void app.register(metricsRoute, { registry: metrics })
   }
   void app.register(notifyRoute)
+  void app.register(readyRoute)
   const redis = options.sse?.redis
   void app.register(statsRoute, {
     redis: typeof redis === 'string' ? redis : undefined,

@@ -18,6 +18,8 @@ function fail (message: string): never {
 }
 
 function listenFailure (err: NodeJS.ErrnoException, { host, port }: TowerConfig): string {
+  // The plugin's own start-up errors (the bus's above all) say what happened: no "cannot listen" around them.
+  if (err.code?.startsWith('TOWER_SSE_') === true) return err.message.replace(/^tower-sse: /, '')
   switch (err.code) {
     case 'EADDRINUSE': return `port ${port} on ${host} is already in use`
     case 'EACCES': return `not allowed to listen on port ${port} on ${host}`

@@ -1,0 +1,50 @@
+import t from 'tap'
+import { open, received, DETECT_MS, RECOVER_MS, relayedPair as pair, server } from './fixtures/bus-instances'
+import { startFaultRelay } from './fixtures/fault-relay'
+import { waitFor } from './fixtures/sse-connection'
+import { request, startTower } from './fixtures/tower'
+
+// A deaf instance is never silent (issue 31, items 1-2): its end-to-end probe decides 'down', its
+// streams are told and closed once it has been deaf longer than busDeafCloseMs, and Tower's
+// readiness route fails meanwhile.
+
+t.test('deaf longer than busDeafCloseMs: every stream gets a resync and a jittered retry: and ends; the readiness route fails meanwhile', async (t) => {
+  const redis = await server(t)
+  const key = 'deaf'
+  const relay = await startFaultRelay(redis.port)
+  t.teardown(() => relay.close())
+  const tower = await startTower({ redis: relay.url, redisKey: key, busDeafCloseMs: 0, retryMs: 2000, retryJitterMs: 500 })
+  t.teardown(() => tower.app.close())
+  t.same(await request(tower.port, 'GET', '/api/ready').then((r) => [r.status, JSON.parse(r.body)]), [200, { ready: true, bus: 'up' }])
+  const streams = await Promise.all([open(t, tower), open(t, tower)])
+  await waitFor('both open', () => tower.app.sse.size === 2)
+
+  relay.halfOpen()
+  await waitFor('the streams to be told and ended', () => streams.every((c) => c.isEnded()), DETECT_MS + 1000)
+  for (const c of streams) {
+    const resync = c.events.find((e) => e.event === 'resync')
+    t.match(JSON.parse(resync?.data ?? '{}'), { reason: 'bus-deaf' }, 'told: a resync naming why')
+    const retry = c.retries.at(-1) ?? 0
+    t.ok(retry >= 1500 && retry <= 2500, `a jittered retry: within retryMs ± retryJitterMs (${retry})`)
+  }
+  t.equal(tower.app.sse.stats().busDeaf, 2, 'counted as closed for the bus')
+  const deaf = await request(tower.port, 'GET', '/api/ready')
+  t.same([deaf.status, JSON.parse(deaf.body)], [503, { ready: false, bus: 'down' }], 'a load balancer sees the instance is not ready')
+
+  relay.heal()
+  await waitFor('the bus up again', () => tower.app.sse.stats().bus.state === 'up', RECOVER_MS)
+  t.equal((await request(tower.port, 'GET', '/api/ready')).status, 200, 'ready again')
+})
+
+t.test('the reader on another server than the publisher (it reads, but not what is published): the probe says down', async (t) => {
+  const { relay, a, onA } = await pair(t)
+  const other = await server(t)
+  relay.retarget(other.port)
+  relay.drop((connection) => connection.sent.includes('xread'))
+  // The reader reconnected there and reads: ready by every connection state ioredis has.
+  while (await other.calls('xread') < 2) await new Promise((resolve) => setTimeout(resolve, 50))
+  await waitFor('A to say down', () => a.app.sse.stats().bus.state === 'down', DETECT_MS)
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  t.equal(a.app.sse.stats().bus.state, 'down', 'and stays down while its reader hears nothing it publishes')
+  t.same(received(onA).filter((n) => n !== 'resync'), [0])
+})

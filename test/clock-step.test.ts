@@ -1,0 +1,66 @@
+import t from 'tap'
+import { RedisBus } from '../lib/bus/redis'
+import { DEFAULTS } from '../lib/options'
+import { startRedis } from './fixtures/redis-server'
+import { StormMeter } from '../lib/admission/storm-meter'
+import { TokenBucket } from '../lib/admission/token-bucket'
+import { startApp } from './fixtures/app'
+import { movedClock } from './fixtures/moved-clock'
+import { connect, waitFor } from './fixtures/sse-connection'
+
+// A wall clock stepped back (issue 31, item 4) is not a storm nor a debt of tokens: a backward
+// step of 10 min had put the storm level at 593 and answered Retry-After 565 s. And `retry:` stays
+// within maxRetryAfterSeconds however stormy (it reached 119 s against a 60 s cap).
+
+const TEN_MINUTES = 600_000
+
+t.test('the storm meter: a clock stepped back 10 min changes no level', async (t) => {
+  const meter = new StormMeter(2, 4)
+  for (const at of [10_000, 10_100, 10_200]) meter.recordRefusal(at)
+  t.equal(meter.levelAt(11_000), 1, 'a stormy second: level 1')
+  meter.recordRefusal(11_000)
+  const back = 11_000 - TEN_MINUTES
+  t.equal(meter.levelAt(back), 1, 'read after the step: unchanged')
+  t.equal(meter.scale(back), 2, 'and what admission would use: unchanged')
+  t.equal(meter.isStorm(back + 10), true)
+  t.equal(meter.levelAt(back + 1000), 0, 'then a calm second lowers it as usual')
+})
+
+t.test('the token bucket: a clock stepped back 10 min owes no tokens', async (t) => {
+  const bucket = new TokenBucket(1, 1, 0)
+  t.equal(bucket.take(0), true)
+  t.equal(bucket.take(-TEN_MINUTES), false, 'no token refilled by going back')
+  t.equal(bucket.secondsUntilToken(), 1, 'Retry-After: the next token, not 600 s')
+  t.equal(bucket.take(-TEN_MINUTES + 1000), true, 'a second later, one token')
+})
+
+t.test('retry: never passes maxRetryAfterSeconds, however stormy', async (t) => {
+  const clock = movedClock(t)
+  // random at its top: every jitter draws its highest value.
+  const { app, port } = await startApp({ maxClients: 1, retryMs: 5000, retryJitterMs: 4000, maxRetryAfterSeconds: 20, stormRefusalsPerSecond: 2, tarpitMs: 0, random: () => 0.9999 })
+  t.teardown(() => app.close())
+  const holder = await connect(port)
+  for (let second = 0; second < 4; second++) {
+    await Promise.all(Array.from({ length: 10 }, async () => { await (await connect(port)).ended }))
+    clock.skip(1000)
+  }
+  t.ok(app.sse.stats().stormLevel >= 2, `a storm (level ${app.sse.stats().stormLevel})`)
+  holder.destroy()
+  await waitFor('slot free', () => app.sse.size === 0)
+  const stream = await connect(port)
+  await waitFor('retry frame', () => stream.retries.length === 1)
+  t.ok(stream.retries[0] <= 20_000, `retry: ${stream.retries[0]} ms within the 20 s cap`)
+  t.ok(stream.retries[0] > 10_000, 'and still widened by the storm')
+  stream.destroy()
+})
+
+t.test('bus lag: an instance whose clock is 10 min ahead reports the lag in Redis\'s clock, not 600 s', async (t) => {
+  const redis = await startRedis()
+  t.teardown(() => redis.stop())
+  const { publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs } = DEFAULTS
+  const bus = new RedisBus({ redis: redis.url, key: 'ahead', historyMaxEvents: 10, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} }, now: () => Date.now() + TEN_MINUTES })
+  t.teardown(() => bus.close())
+  await bus.subscribe(() => 0, () => {})
+  await bus.publish({ data: '1' })
+  t.ok(bus.stats().lagMs < 5000, `lag ${bus.stats().lagMs} ms`)
+})
