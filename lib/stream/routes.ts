@@ -47,7 +47,7 @@ export function addStreamRoutes (
     const settings = routeSettings(setting, `${String(route.method)} ${route.url}`)
     const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]
     route.onRequest = [...early, ...own]
-    route.config = { ...route.config, [ROUTE_SETTINGS]: settings }
+    route.config = { ...route.config, [ROUTE_SETTINGS]: settings } as RouteOptions['config']
   })
   if (options.path === false) return
   fastify.route({
