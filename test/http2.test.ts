@@ -9,6 +9,7 @@ import type { ServerResponse } from 'node:http'
 import { Subscriber } from '../lib/subscriber'
 import { TurnFlush } from '../lib/turn-flush'
 import { HEARTBEAT_FRAME } from '../lib/encoder'
+import { resetResponse } from './fixtures/h2-reset-response'
 
 /** tower-sse on Fastify's HTTP/2 server without TLS (h2c), on an ephemeral loopback port. */
 async function startH2c (options: TowerSseOptions) {
@@ -194,22 +195,10 @@ t.test('HTTP/2 ghost slots: HEADERS then RST_STREAM while an async hook runs, 30
 
 t.test('HTTP/2: the heartbeat sweeps a stream whose http2 stream is closed (the compatibility response still says writable)', async (t) => {
   const ended: string[] = []
-  const server = http2.createServer()
-  const closedResponse = new Promise<http2.Http2ServerResponse>((resolve) => server.once('request', (_req, res) => {
-    // Opened only after its stream is gone: its close fired before any listener, as for a stream
-    // admitted while its client left.
-    res.once('close', () => resolve(res))
-  }))
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
-  session.on('error', () => {})
-  t.teardown(() => session.destroy())
-  const req = session.request({ ':path': '/' })
-  req.on('error', () => {})
-  req.on('response', () => {})
-  setImmediate(() => req.close(http2.constants.NGHTTP2_CANCEL))
-  const res = await closedResponse
+  // Opened only after its stream is gone: its close fired before any listener, as for a stream
+  // admitted while its client left.
+  const { res, close } = await resetResponse()
+  t.teardown(close)
   t.equal(res.writable, true, 'Node\'s compatibility response: still writable')
   const stream = new Subscriber('c', undefined, 'k', null, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
   stream.heartbeat(HEARTBEAT_FRAME)

@@ -11,6 +11,7 @@ import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind,
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
+import { resetResponse } from './fixtures/h2-reset-response'
 
 t.test('Fastify keeps its closing flag under Symbol(fastify.state): false before close(), true once close() starts', async (t) => {
   const app = Fastify({ logger: false })
@@ -118,20 +119,10 @@ t.test('hasLeft: HTTP/1 destroys the response when the client goes; HTTP/2 only 
   })
   t.equal(hasLeft(await h1), true, 'HTTP/1: gone once its socket closed')
 
-  const server = http2.createServer()
-  const h2 = new Promise<http2.Http2ServerResponse>((resolve) => server.once('request', (_req, res) => {
-    t.equal(hasLeft(res as unknown as http.ServerResponse), false, 'HTTP/2: there while its stream is open')
-    res.once('close', () => resolve(res))
-  }))
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
-  session.on('error', () => {})
-  t.teardown(() => session.destroy())
-  const req = session.request({ ':path': '/' })
-  req.on('error', () => {})
-  server.once('request', () => setImmediate(() => req.close(http2.constants.NGHTTP2_CANCEL)))
-  const res = await h2
+  const { res, close } = await resetResponse((open) => {
+    t.equal(hasLeft(open as unknown as http.ServerResponse), false, 'HTTP/2: there while its stream is open')
+  })
+  t.teardown(close)
   t.same([res.writable, res.stream.closed], [true, true], 'Node\'s compatibility response still says writable; its stream says closed')
   t.equal(hasLeft(res as unknown as http.ServerResponse), true, 'HTTP/2: gone, read from the stream')
 })
