@@ -74,6 +74,11 @@ export const BroadcastIdempotencyKeyError = createError<[string]>('TOWER_SSE_BAD
 /** broadcast()'s idProperty is not an identifier, or the data cannot carry it. */
 export const BroadcastIdPropertyError = createError<[string]>('TOWER_SSE_BAD_ID_PROPERTY', 'tower-sse: broadcast idProperty %s', 500, TypeError)
 
+/** A second tower-sse in one context: its `fastify.sse` and `reply.eventStream` would collide. */
+export const AlreadyRegisteredError = createError('TOWER_SSE_ALREADY_REGISTERED',
+  'tower-sse: already registered in this context; one registration serves any number of stream routes (route option eventStream: true), ' +
+  'and a separate registry needs its own context: app.register(async (scope) => { await scope.register(towerSse, …) })', 500)
+
 /** The `code` in the JSON body of a refusal (503, or 429 for perKey), by reason. */
 export const REFUSAL_CODES = Object.freeze(Object.fromEntries(
   Object.entries(REFUSALS).map(([reason, { code }]) => [reason, code])
@@ -95,5 +100,6 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_PUBLISH_UNKNOWN: PublishOutcomeUnknownError,
   TOWER_SSE_BUS_EVICTABLE: BusEvictableError,
   TOWER_SSE_BUS_START: BusStartError,
-  TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError
+  TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError,
+  TOWER_SSE_ALREADY_REGISTERED: AlreadyRegisteredError
 })

@@ -1,32 +1,60 @@
-import { randomUUID } from 'node:crypto'
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type {
+  ContextConfigDefault, FastifyBaseLogger, FastifyInstance, FastifyPluginAsync, FastifySchema, FastifyTypeProvider,
+  FastifyTypeProviderDefault, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerBase, RawServerDefault,
+  RouteGenericInterface
+} from 'fastify'
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission/admission'
-import { Subscriber, STREAM_HEADERS } from './subscriber'
-import { endAndClose, openUntilClose } from './close-first'
 import { takeOverClosingRequests } from './closing-takeover'
-import { encodeEvent } from './encoder'
-import { jitter } from './jitter'
+import { AlreadyRegisteredError } from './errors'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import type { SseStats } from './outcomes'
 import { createBus } from './bus/index'
 import { hubOf, type SseHub } from './hub'
 import { SseRegistry } from './registry'
 import { StreamStats } from './stats'
-import { SubscriptionError } from './errors'
-import { readSubscription, type Subscription } from './subscription'
+import { StreamOpener } from './stream/open'
+import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } from './stream/routes'
 import { TurnFlush } from './turn-flush'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** tower-sse's streams: broadcast, size, capacity, hasRoom, lastEventId, stats() and the open clients. */
+    /**
+     * tower-sse's streams: broadcast, size, capacity, hasRoom, lastEventId, stats() and the open
+     * clients. Present in the context tower-sse is registered in and the contexts below it (Fastify's
+     * encapsulation, as for every plugin's decorator); elsewhere it is undefined at run time.
+     */
     sse: SseHub
   }
+  interface FastifyReply {
+    /** On a stream route (route option `eventStream`): `reply.eventStream.subscribe({ topics, key, lastEventId, initialEvent })`. */
+    eventStream: EventStreamReply
+  }
+  /* eslint-disable @typescript-eslint/no-unused-vars -- an augmentation repeats Fastify's type parameters */
+  interface RouteShorthandOptions<
+    RawServer extends RawServerBase = RawServerDefault,
+    RawRequest extends RawRequestDefaultExpression<RawServer> = RawRequestDefaultExpression<RawServer>,
+    RawReply extends RawReplyDefaultExpression<RawServer> = RawReplyDefaultExpression<RawServer>,
+    RouteGeneric extends RouteGenericInterface = RouteGenericInterface,
+    ContextConfig = ContextConfigDefault,
+    SchemaCompiler extends FastifySchema = FastifySchema,
+    TypeProvider extends FastifyTypeProvider = FastifyTypeProviderDefault,
+    Logger extends FastifyBaseLogger = FastifyBaseLogger
+  > {
+    /**
+     * Makes this route an event stream of the tower-sse registered in its context (or above):
+     * admission's early check runs ahead of the route's own onRequest hooks, and the handler calls
+     * `reply.eventStream.subscribe()`. `{ keyFn, topicsFromRequest, initialEvent }` override the plugin's for this route.
+     */
+    eventStream?: EventStreamRouteOption
+  }
+  /* eslint-enable @typescript-eslint/no-unused-vars */
 }
 
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
+  if (Object.hasOwn(fastify, 'sse')) throw new AlreadyRegisteredError()
   const counts = new StreamStats()
   const activity = new ActivityLog(counts, { windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
   const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, counts, createBus(options, fastify.log), options.random)
@@ -36,8 +64,9 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
   const turn = new TurnFlush()
   const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
-  fastify.decorate('sse', hubOf(registry, stats))
-  takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
+  const hub = hubOf(registry, stats)
+  fastify.decorate('sse', hub)
+  if (options.path !== false) takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./metrics') as typeof import('./metrics')
@@ -54,40 +83,12 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     })
   }
 
-  // HEAD (which Fastify would otherwise derive from GET) gets the stream's headers and the close at
-  // once: a stream answered without a body would hold a slot and a `curl -I` until max age.
-  fastify.head(options.path, (_request, reply) => {
-    reply.hijack()
-    openUntilClose(reply.raw, 200, STREAM_HEADERS)
-    endAndClose(reply.raw)
-  })
-  fastify.route({
-    method: 'GET',
-    url: options.path,
-    onRequest: admission.onRequest,
-    handler: (request: FastifyRequest, reply: FastifyReply) => {
-      const key = admission.recheck(request, reply)
-      if (key === null) return
-      let subscription: Subscription
-      try {
-        subscription = readSubscription(request, options.topicsFromRequest)
-      } catch (error) {
-        if (!(error instanceof SubscriptionError)) throw error
-        void reply.code(400).send(error)
-        return
-      }
-      reply.hijack()
-      const client = new Subscriber(randomUUID(), request.ip, key, subscription.topics, reply.raw, options, registry.remove, turn)
-      const lifetimeMs = options.maxAgeMs > 0
-        ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1)
-        : null
-      client.open(admission.retryFrame(), lifetimeMs)
-      admission.streamOpened(request)
-      const first = options.initialEvent?.(client, request)
-      if (first !== undefined) client.write(encodeEvent(first))
-      registry.add(client, subscription.lastEventId)
-    }
-  })
+  // Every stream route's first onRequest hooks, in order: a per-request guard every stream must
+  // pass goes ahead of admission here.
+  const early = [admission.onRequest]
+  // Each stream route of this context (and of contexts below without their own registration)
+  // shares this registry: one capacity, one heartbeat, one bus.
+  addStreamRoutes(fastify, new StreamOpener(registry, admission, counts, options, turn), options, early, (instance) => instance.sse === hub)
 
   // One timer for every client's heartbeat and one for the log summary; neither keeps the process alive.
   const heartbeatTimer = setInterval(() => registry.heartbeat(), options.heartbeatMs).unref()
@@ -121,9 +122,11 @@ export { IDEMPOTENCY_KEY } from './registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError
 } from './errors'
-export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
+export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent } from './options'
+export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
+export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './request-key'
 export { defaultKeyFn, keyByAddress, keyFromClientId } from './request-key'

@@ -15,6 +15,9 @@ export interface SseEventInit {
   event?: string
 }
 
+/** Builds a new client's first event, before any byte of its stream is written (undefined: none). */
+export type InitialEvent = (client: SseClientInfo, request: FastifyRequest) => SseEventInit | undefined | PromiseLike<SseEventInit | undefined>
+
 /** What the registry tells the outside world about one connected client. */
 export interface SseClientInfo {
   readonly id: string
@@ -36,8 +39,11 @@ export interface RedisClientLike {
 }
 
 export interface TowerSseOptions {
-  /** Route path of the event stream. */
-  path?: string
+  /**
+   * Path of the stream route the plugin adds (GET and HEAD); false adds none, for an app that
+   * makes its own routes streams (the route option `eventStream`).
+   */
+  path?: string | false
   /** Streams held open at once; the next one is refused, no live client is ever evicted. */
   maxClients?: number
   /** Reconnection time sent as the first frame (`retry:`), in ms. */
@@ -88,8 +94,8 @@ export interface TowerSseOptions {
   historyMaxBytes?: number
   /** The topics a client subscribes to; default: `?topics=a,b`. Return null for every event. */
   topicsFromRequest?: TopicsFromRequest
-  /** The first event a new client receives (Tower sends `{"type":"connected","id":…}`). */
-  initialEvent?: (client: SseClientInfo, request: FastifyRequest) => SseEventInit | undefined
+  /** The first event a new client receives (Tower sends `{"type":"connected","id":…}`); it may be async. */
+  initialEvent?: InitialEvent
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
@@ -120,7 +126,7 @@ export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> &
 
 /** Every default in one place; the README's options table mirrors this object. */
 export const DEFAULTS = Object.freeze({
-  path: '/api/events',
+  path: '/api/events' as string | false,
   maxClients: 200,
   retryMs: 5000,
   retryJitterMs: 1000,
@@ -211,7 +217,7 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   const pick = (key: keyof typeof DEFAULTS): unknown => given[key] === undefined ? DEFAULTS[key] : given[key]
 
   const path = pick('path')
-  if (typeof path !== 'string' || !URL_PATH.test(path) || path.split('/').some((segment) => segment === '.' || segment === '..')) {
+  if (path !== false && (typeof path !== 'string' || !URL_PATH.test(path) || path.split('/').some((segment) => segment === '.' || segment === '..'))) {
     throw new TowerSseOptionError('path', path, 'a URL path as sent on the wire: "/" then A-Z a-z 0-9 and - . _ ~ ! $ & \' ( ) + , ; = : @ / ' +
       '(no space, ?, #, %, *, non-ASCII, or "." and ".." segments)')
   }
@@ -254,7 +260,7 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     redisKey,
     redis: redisOption(given.redis),
     ...numbers,
-    initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
+    initialEvent: hook<InitialEvent>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
     random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random

@@ -85,6 +85,8 @@ export interface SseStats extends ActivityCounts, AdmissionGauges {
   replayedEvents: number
   /** broadcast() calls made here that published an event. */
   broadcasts: number
+  /** Streams that never opened because a hook or callback threw or their first event could not be encoded (each answered 500). */
+  failedOpens: number
   /** Frame bytes queued on streams (retry, events, heartbeats, replays; not headers, not refusals). */
   bytesSent: number
   /** The bus: memory or redis, up or down, history reads made for resumes, delivery lag. */

@@ -75,3 +75,16 @@ export function unsentBytes (res: ServerResponse): number {
   }
   return (res.socket as { _handle?: { writeQueueSize?: number } } | null)?._handle?.writeQueueSize ?? 0
 }
+
+/**
+ * Whether the client is gone: its request can never be answered. HTTP/1: Node destroys the
+ * response once its socket closes. HTTP/2: the compatibility response stays `writable` and has no
+ * `destroyed` after the client's RST_STREAM; only its stream says so (`closed`, `destroyed`).
+ */
+export function hasLeft (res: ServerResponse): boolean {
+  if (isHttp2(res)) {
+    const stream = streamOf(res)
+    return stream.closed || stream.destroyed
+  }
+  return res.destroyed || !res.writable
+}

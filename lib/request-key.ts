@@ -2,7 +2,8 @@ import type { FastifyRequest } from 'fastify'
 import { addressKey, DEFAULT_ADDRESS_GROUPING, type AddressGrouping } from './admission/address-key'
 import { TowerSseOptionError } from './errors'
 
-export type KeyFn = (request: FastifyRequest) => string
+/** Whose stream a request is, for maxClientsPerKey; it may be async (runs after the route's own hooks). */
+export type KeyFn = (request: FastifyRequest) => string | PromiseLike<string>
 
 const CLIENT_ID = /^[\x21-\x7e]{1,128}$/
 
@@ -13,13 +14,13 @@ const CLIENT_ID = /^[\x21-\x7e]{1,128}$/
  * addresses of one IPv6 /64 (address-key.ts); behind a proxy, set `trustProxy` to the proxy's
  * address or every client is the proxy.
  */
-export const defaultKeyFn: KeyFn = (request) => addressKey(request.ip)
+export const defaultKeyFn = (request: FastifyRequest): string => addressKey(request.ip)
 
 /**
  * The default key with other address groups: `keyByAddress({ ipv6PrefixLength: 48 })` counts a
  * whole /48 as one client, `{ ipv6PrefixLength: 128 }` each IPv6 address (see address-key.ts).
  */
-export function keyByAddress (grouping: Partial<AddressGrouping> = {}): KeyFn {
+export function keyByAddress (grouping: Partial<AddressGrouping> = {}): (request: FastifyRequest) => string {
   const given = { ...DEFAULT_ADDRESS_GROUPING, ...grouping }
   for (const [name, max] of [['ipv4PrefixLength', 32], ['ipv6PrefixLength', 128]] as const) {
     const value: unknown = given[name]
@@ -36,7 +37,7 @@ export function keyByAddress (grouping: Partial<AddressGrouping> = {}): KeyFn {
  * send any name, so this only fits when every caller is trusted (tools on one workstation) or
  * when a proxy or an auth hook in front sets the header from an authenticated identity.
  */
-export const keyFromClientId: KeyFn = (request) => {
+export const keyFromClientId = (request: FastifyRequest): string => {
   const header = request.headers['x-client-id']
   if (typeof header === 'string' && CLIENT_ID.test(header)) return `id:${header}`
   const query = (request.query as Record<string, unknown> | undefined)?.clientId

@@ -25,6 +25,7 @@ export class StreamStats {
   private replayedEvents = 0
   private events = 0
   private broadcasts = 0
+  private failedOpens = 0
   private peak = 0
   /** Bytes queued on streams that have since closed (the open ones' are a gauge). */
   private closedStreamBytes = 0
@@ -72,6 +73,11 @@ export class StreamStats {
     this.events++
   }
 
+  /** A stream that never opened: a hook or callback threw, or its first event could not be encoded. */
+  failedOpen (): void {
+    this.failedOpens++
+  }
+
   /** One broadcast() call here published an event. */
   broadcast (): void {
     this.broadcasts++
@@ -89,6 +95,7 @@ export class StreamStats {
       resumes: { ...this.resumes },
       replayedEvents: this.replayedEvents,
       broadcasts: this.broadcasts,
+      failedOpens: this.failedOpens,
       bytesSent: this.closedStreamBytes + openStreamBytes,
       ...admission
     }

@@ -1,6 +1,6 @@
-import type { ServerResponse } from 'node:http'
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from './close-first'
-import { needsDrain, unsentBytes } from './platform'
+import { hasLeft, needsDrain, unsentBytes } from './platform'
 import type { SseClientInfo } from './options'
 import type { CloseReason } from './outcomes'
 import type { Flushable, TurnFlush } from './turn-flush'
@@ -26,7 +26,8 @@ export const STREAM_HEADERS = Object.freeze({
  */
 export class Subscriber implements SseClientInfo, Flushable {
   readonly connectedAt = Date.now()
-  expiresAt: number | null = null
+  /** When the server ends the stream (null: never); planned before it opens, so initialEvent sees it. */
+  readonly expiresAt: number | null
   private finished = false
   private stalledBeats = 0
   /** Bytes handed to the response so far; minus its writableLength, what the socket has taken. */
@@ -48,18 +49,21 @@ export class Subscriber implements SseClientInfo, Flushable {
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
-    private readonly turn: TurnFlush
-  ) {}
+    private readonly turn: TurnFlush,
+    /** The stream's lifetime in ms (null: no max age). */
+    private readonly lifetimeMs: number | null
+  ) {
+    this.expiresAt = lifetimeMs === null ? null : this.connectedAt + lifetimeMs
+  }
 
-  /** Sends the stream headers and first frame, and arms the expiry timer (lifetimeMs null: none). */
-  open (firstFrame: Buffer, lifetimeMs: number | null): void {
+  /** Sends the headers and the first frames in one write, and arms the expiry timer. */
+  open (headers: OutgoingHttpHeaders, firstFrames: Buffer): void {
     this.res.on('close', () => this.finish('disconnected'))
-    openUntilClose(this.res, 200, STREAM_HEADERS)
-    this.queuedBytes += firstFrame.length
-    this.res.write(firstFrame)
-    if (lifetimeMs !== null) {
-      this.expiresAt = this.connectedAt + lifetimeMs
-      this.expiryTimer = setTimeout(() => this.end('expired'), lifetimeMs)
+    openUntilClose(this.res, 200, headers)
+    this.queuedBytes += firstFrames.length
+    this.res.write(firstFrames)
+    if (this.lifetimeMs !== null) {
+      this.expiryTimer = setTimeout(() => this.end('expired'), this.lifetimeMs)
       this.expiryTimer.unref()
     }
   }
@@ -123,7 +127,7 @@ export class Subscriber implements SseClientInfo, Flushable {
    */
   heartbeat (frame: Buffer): void {
     if (this.finished) return
-    if (this.res.destroyed || !this.res.writable) {
+    if (hasLeft(this.res)) {
       this.end('deadSwept')
       return
     }

@@ -2,14 +2,8 @@ import type { FastifyRequest } from 'fastify'
 import { SubscriptionError } from './errors'
 import { parseEventId, type ParsedEventId } from './event-id'
 
-/** What a connecting client asked for: where to resume, and which topics it wants. */
-export interface Subscription {
-  lastEventId: ParsedEventId | null
-  /** null: every event; otherwise events without a topic plus these topics. */
-  topics: ReadonlySet<string> | null
-}
-
-export type TopicsFromRequest = (request: FastifyRequest) => readonly string[] | null | undefined
+/** The topics a request subscribes to (null or undefined: every event); it may be async. */
+export type TopicsFromRequest = (request: FastifyRequest) => readonly string[] | null | undefined | PromiseLike<readonly string[] | null | undefined>
 
 const TOPIC = /^[A-Za-z0-9_.:-]{1,64}$/
 const MAX_TOPICS = 32
@@ -25,7 +19,8 @@ function checkTopic (topic: unknown, where: string): string {
   return topic
 }
 
-function topicsFromQuery (request: FastifyRequest): readonly string[] | null {
+/** The topics a request asks for by default: `?topics=a,b` (null: every event). */
+export function topicsFromQuery (request: FastifyRequest): readonly string[] | null {
   const raw = (request.query as Record<string, unknown> | undefined)?.topics
   if (raw === undefined) return null
   if (typeof raw !== 'string') throw new SubscriptionError('query parameter "topics" must appear once, as a comma-separated list')
@@ -33,20 +28,20 @@ function topicsFromQuery (request: FastifyRequest): readonly string[] | null {
 }
 
 /**
- * Reads the subscription from the request: `Last-Event-ID` (header, or `lastEventId` query
- * parameter for clients that cannot set headers; malformed or over-long ids are ignored) and the
- * topics (`?topics=a,b` by default, or the app's own `topicsFromRequest`).
+ * Where the client resumes: `Last-Event-ID` (header, or `lastEventId` query parameter for
+ * clients that cannot set headers); a malformed or over-long id is ignored (null).
  */
-export function readSubscription (request: FastifyRequest, topicsFromRequest: TopicsFromRequest | undefined): Subscription {
-  const query = request.query as Record<string, unknown> | undefined
+export function lastEventIdOf (request: FastifyRequest): ParsedEventId | null {
   const header = request.headers['last-event-id']
-  const fromQuery = query?.lastEventId
-  const lastEventId = parseEventId(typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined)
+  const fromQuery = (request.query as Record<string, unknown> | undefined)?.lastEventId
+  return parseEventId(typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined)
+}
 
-  const asked = topicsFromRequest === undefined ? topicsFromQuery(request) : topicsFromRequest(request)
-  if (asked === null || asked === undefined) return { lastEventId, topics: null }
+/** Checks the topics asked for (by the query, topicsFromRequest or subscribe()); null or undefined: every event. */
+export function topicSet (asked: unknown): ReadonlySet<string> | null {
+  if (asked === null || asked === undefined) return null
   if (!Array.isArray(asked) || asked.length === 0 || asked.length > MAX_TOPICS) {
     throw new SubscriptionError(`topics must be a list of 1 to ${MAX_TOPICS} topics`)
   }
-  return { lastEventId, topics: new Set(asked.map((topic) => checkTopic(topic, 'each topic'))) }
+  return new Set(asked.map((topic) => checkTopic(topic, 'each topic')))
 }

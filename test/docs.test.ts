@@ -1,6 +1,7 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import MarkdownIt from 'markdown-it'
+import { connect } from './fixtures/sse-connection'
 import t from 'tap'
 
 const ROOT = path.resolve(__dirname, '..')
@@ -91,4 +92,47 @@ t.test('the README is the short one, and its quick start registers the plugin as
   t.ok(register, 'the quick start registers the plugin')
   const example = readFileSync(path.join(ROOT, 'test', 'fixtures', 'package', 'example.mjs'), 'utf8')
   t.ok(register !== undefined && example.includes(register), 'test/fixtures/package/example.mjs registers it the same way')
+})
+
+t.test('the README\'s "Use it in your app" example type-checks (strict) and runs: 401 for anyone else, per-user topics, CORS', async (t) => {
+  const { tokens } = await readPage(README)
+  const start = tokens.findIndex((token, i) => token.type === 'heading_open' && tokens[i + 1].content === 'Use it in your app')
+  const code = tokens.slice(start).find((token) => token.type === 'fence')?.content ?? ''
+  t.match(code, /eventStream: true/)
+  const dir = path.join(ROOT, 'test-artifacts')
+  mkdirSync(dir, { recursive: true })
+  const source = code.replace("from 'tower-sse'", "from '../lib/index'")
+  // As written (top-level await: an ES module), strict.
+  const checked = path.join(dir, 'readme-app-check.ts')
+  writeFileSync(checked, source)
+  const ts = await import('typescript')
+  const program = ts.createProgram([checked], {
+    strict: true, noEmit: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ES2022, moduleResolution: ts.ModuleResolutionKind.Bundler, esModuleInterop: true, skipLibCheck: true
+  })
+  const problems = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
+  t.same(problems, [], 'no type error')
+  // Run: the same body in a function (the loader here is CommonJS), listening on a free port.
+  const lines = source.replace(/^declare module[\s\S]*?^}\n/m, '').replace('port: 4100', 'port: 0').split('\n')
+  const imports = lines.filter((line) => line.startsWith('import '))
+  const body = lines.filter((line) => !line.startsWith('import '))
+  const runnable = path.join(dir, 'readme-app-run.ts')
+  writeFileSync(runnable, `${imports.join('\n')}\nexport async function run () {\n${body.join('\n')}\nreturn app\n}\n`)
+  const { run } = require(runnable) as { run: () => Promise<import('fastify').FastifyInstance> }
+  const app = await run()
+  t.teardown(() => app.close())
+  const port = (app.server.address() as import('node:net').AddressInfo).port
+  const anonymous = await connect(port, '/api/me/events')
+  t.equal(anonymous.status, 401, 'the app\'s own 401')
+  const alice = await connect(port, '/api/me/events', { authorization: 'Bearer alice-token', origin: 'https://app.example' })
+  t.equal(alice.status, 200)
+  t.equal(alice.headers['access-control-allow-origin'], 'https://app.example')
+  t.equal(alice.headers['access-control-allow-credentials'], 'true')
+  await app.sse.broadcast('for bob', { topic: 'user:bob' })
+  await app.sse.broadcast('for alice', { topic: 'user:alice' })
+  t.equal((await alice.nextEvent(0)).data, 'for alice', 'only her own topic')
+  const room = await connect(port, '/api/rooms/blue/events', { authorization: 'Bearer alice-token' })
+  t.equal(room.status, 200)
+  t.equal(app.sse.size, 2, 'both routes on one registry')
+  alice.destroy()
+  room.destroy()
 })

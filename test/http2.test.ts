@@ -5,6 +5,11 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import Fastify from 'fastify'
 import towerSse, { type TowerSseOptions } from '../lib/index'
 import { waitFor } from './fixtures/sse-connection'
+import type { ServerResponse } from 'node:http'
+import { Subscriber } from '../lib/subscriber'
+import { TurnFlush } from '../lib/turn-flush'
+import { HEARTBEAT_FRAME } from '../lib/encoder'
+import { resetResponse } from './fixtures/h2-reset-response'
 
 /** tower-sse on Fastify's HTTP/2 server without TLS (h2c), on an ephemeral loopback port. */
 async function startH2c (options: TowerSseOptions) {
@@ -142,4 +147,60 @@ t.test('HTTP/2: of two streams on one session, the one whose reader stalls is sw
   t.equal((await app.sse.broadcast('after the sweep')).delivered, 1)
   await waitFor('the live stream to receive it', () => live.events.length === 21)
   t.equal(live.isEnded(), false, 'the live stream and its session go on')
+})
+
+t.test('HTTP/2 ghost slots: HEADERS then RST_STREAM while an async hook runs, 30 times on one session: no slot taken, a real stream is then admitted at capacity 1', async (t) => {
+  let release: () => void = () => {}
+  const hookReleased = new Promise<void>((resolve) => { release = resolve })
+  let inHook = 0
+  let handled = 0
+  const app = Fastify({ http2: true, logger: false })
+  await app.register(towerSse, { path: false, maxClients: 1, heartbeatMs: 60_000 })
+  app.get('/slow', {
+    eventStream: true,
+    preHandler: async () => {
+      inHook++
+      await hookReleased
+    }
+  }, async (_request, reply) => {
+    try {
+      await reply.eventStream.subscribe()
+    } finally {
+      handled++
+    }
+  })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const session = http2.connect(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`)
+  session.on('error', () => {})
+  t.teardown(() => session.destroy())
+  const ghosts = Array.from({ length: 30 }, () => {
+    const req = session.request({ ':path': '/slow' })
+    req.on('error', () => {})
+    return req
+  })
+  await waitFor('every ghost in the hook', () => inHook === 30)
+  for (const ghost of ghosts) ghost.close(http2.constants.NGHTTP2_CANCEL)
+  await waitFor('every ghost reset', () => ghosts.every((g) => g.closed))
+  // One ping round trip: the server has read every RST_STREAM sent before it.
+  await new Promise<void>((resolve) => session.ping(() => resolve()))
+  release()
+  await waitFor('every ghost\'s handler to finish', () => handled === 30)
+  t.same([app.sse.stats().current, app.sse.stats().accepted, app.sse.stats().rejected], [0, 0, 0], 'no slot taken, none refused')
+  const real = open(session, '/slow')
+  await waitFor('the real stream open', () => real.body().includes('retry:'))
+  t.equal(real.status(), 200)
+  t.equal(app.sse.size, 1)
+})
+
+t.test('HTTP/2: the heartbeat sweeps a stream whose http2 stream is closed (the compatibility response still says writable)', async (t) => {
+  const ended: string[] = []
+  // Opened only after its stream is gone: its close fired before any listener, as for a stream
+  // admitted while its client left.
+  const { res, close } = await resetResponse()
+  t.teardown(close)
+  t.equal(res.writable, true, 'Node\'s compatibility response: still writable')
+  const stream = new Subscriber('c', undefined, 'k', null, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
+  stream.heartbeat(HEARTBEAT_FRAME)
+  t.same(ended, ['deadSwept'], 'swept at the first beat')
 })

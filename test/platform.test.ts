@@ -7,10 +7,11 @@ import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
-import { answers503OnClosing, fastifyState, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform'
+import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
+import { resetResponse } from './fixtures/h2-reset-response'
 
 t.test('Fastify keeps its closing flag under Symbol(fastify.state): false before close(), true once close() starts', async (t) => {
   const app = Fastify({ logger: false })
@@ -103,4 +104,25 @@ t.test('Node HTTP/2: each stream has its own buffer and queue; the compatibility
   t.equal(needsDrain(onLive), false, 'the live one on the same session is not')
   t.equal(unsentBytes(onLive), 0)
   t.equal(onStalled.writableNeedDrain, undefined, 'Node\'s compatibility response itself has no writableNeedDrain (why needsDrain asks the stream)')
+})
+
+t.test('hasLeft: HTTP/1 destroys the response when the client goes; HTTP/2 only closes the stream (the response stays writable)', async (t) => {
+  const h1 = new Promise<http.ServerResponse>((resolve) => {
+    const server = http.createServer((_req, res) => {
+      t.equal(hasLeft(res), false, 'HTTP/1: there while connected')
+      res.once('close', () => { resolve(res); server.close() })
+    })
+    void listenOnLoopback(server).then(({ port }) => {
+      const exchange = rawExchange(port, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+      server.once('request', () => setImmediate(() => exchange.socket.destroy()))
+    })
+  })
+  t.equal(hasLeft(await h1), true, 'HTTP/1: gone once its socket closed')
+
+  const { res, close } = await resetResponse((open) => {
+    t.equal(hasLeft(open as unknown as http.ServerResponse), false, 'HTTP/2: there while its stream is open')
+  })
+  t.teardown(close)
+  t.same([res.writable, res.stream.closed], [true, true], 'Node\'s compatibility response still says writable; its stream says closed')
+  t.equal(hasLeft(res as unknown as http.ServerResponse), true, 'HTTP/2: gone, read from the stream')
 })

@@ -59,8 +59,8 @@ async function setup (t: Test, { maxBufferedBytes = 1e6 } = {}): Promise<{ bus: 
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush())
-    client.open(encodeRetry(1000), null)
+    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush(), null)
+    client.open({}, encodeRetry(1000))
     registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -2,7 +2,7 @@
 // module shapes that CommonJS, ESM and TypeScript consumers rely on.
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { towerSse as named, type BroadcastResult, type SseStats, type TowerSseOptions } from '../lib/index'
+import towerSse, { towerSse as named, type BroadcastResult, type SseHub, type SseStats, type TowerSseOptions } from '../lib/index'
 
 const good: TowerSseOptions = { maxClients: 10, initialEvent: (client) => ({ data: { id: client.id } }) }
 // @ts-expect-error maxClients is a number
@@ -36,4 +36,22 @@ t.test('require(\'tower-sse\') is the plugin, with default and named exports', a
   t.equal(required.towerSse, required)
   t.equal(required[Symbol.for('fastify.display-name')], 'tower-sse')
   t.equal(towerSse, required)
+})
+
+t.test('stream routes are typed: the route option eventStream and reply.eventStream.subscribe()', async (t) => {
+  const app = Fastify()
+  await app.register(towerSse, { path: false })
+  app.get('/typed', { eventStream: { initialEvent: async (client) => ({ data: client.id }) } }, (_request, reply) =>
+    reply.eventStream.subscribe({ topics: ['a'], key: 'k', lastEventId: null, initialEvent: { data: 1 } }))
+  // @ts-expect-error subscribe's options are checked
+  app.get('/typo', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({ topic: 'a' }))
+  // @ts-expect-error the route option takes true or the route's own hooks, nothing else
+  t.throws(() => app.get('/bad', { eventStream: 'yes' }, () => 'x'), { code: 'TOWER_SSE_OPTION' }, 'and so does the run time')
+  // fastify.sse is declared on every instance, as Fastify plugins' decorators are: it exists at run
+  // time in the registering context and below (docs/your-routes.md), so register at the root.
+  const hub: SseHub = app.sse
+  await app.ready()
+  t.equal(hub.capacity, 200)
+  t.equal(app.hasReplyDecorator('eventStream'), true)
+  await app.close()
 })

@@ -183,8 +183,8 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     t.teardown(() => server.close())
     const ended: CloseReason[] = []
     const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-      const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush())
-      stream.open(Buffer.from('retry: 1000\n\n'), null)
+      const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
+      stream.open({}, Buffer.from('retry: 1000\n\n'))
       resolve(stream)
     }))
     const conn = await connect((server.address() as { port: number }).port, '/')

@@ -1,7 +1,9 @@
-import type { ServerResponse } from 'node:http'
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { STREAM_HEADERS } from '../subscriber'
+import { defaultKeyFn } from '../request-key'
+import { withReplyHeaders } from '../stream/headers'
 import { endAndClose, openUntilClose } from '../close-first'
 import { encodeEvent, encodeRetry } from '../encoder'
 import { jitter } from '../jitter'
@@ -24,8 +26,11 @@ export interface Occupancy {
 }
 
 /**
- * Who may open a stream now. Runs as the SSE route's own onRequest hook, before any stream
- * header. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a window that
+ * Who may open a stream now, asked twice: `onRequest` (first among the stream route's own
+ * onRequest hooks, before body and auth work) answers what is cheap and needs no identity —
+ * shutting down, capacity, pressure, the connect rate; `admit` (when the handler subscribes, after
+ * the route's own hooks) answers again with the request's key, so the per-key limit can count
+ * `request.user`, and capacity is rechecked because the hooks between may have yielded. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a window that
  * widens while refusals keep coming, answered at once or — during a storm — after a hold, and the
  * server closes the connection first so the TIME_WAIT stays off the client's ephemeral ports.
  */
@@ -34,8 +39,6 @@ export class Admission {
   private readonly storm: StormMeter
   private readonly tarpit: Tarpit
   private readonly bucket: TokenBucket | null
-  /** The key onRequest computed, for the handler; weak so an aborted request leaves nothing. */
-  private readonly keys = new WeakMap<FastifyRequest, string>()
   private readonly messages: Record<RefusalReason, string>
   /** Connections holding a stream → requests pipelined behind it so far; weak, like the sockets. */
   private readonly pipelinedBehindStream = new WeakMap<Socket, number>()
@@ -59,17 +62,21 @@ export class Admission {
   }
 
   readonly onRequest: onRequestHookHandler = (request: FastifyRequest, reply: FastifyReply, done) => {
-    const key = this.options.keyFn(request)
-    this.stats.attempt(key)
+    // HEAD takes no slot (the stream's headers, then the close): nothing to admit.
+    if (request.method === 'HEAD') {
+      done()
+      return
+    }
+    // By address: the storm report names who connects, before any app hook has said who they are.
+    this.stats.attempt(defaultKeyFn(request))
     // A request waiting behind another response never sees its socket close: a stream no client
     // can read must not take a slot.
     if (isPipelinedBehind(reply.raw)) {
       this.refusePipelined(request, reply)
       return
     }
-    const reason = this.refusalReason(key, true)
+    const reason = this.refusalReason(null, true)
     if (reason === null) {
-      this.keys.set(request, key)
       done()
       return
     }
@@ -77,15 +84,14 @@ export class Admission {
   }
 
   /**
-   * The handler's last check before the stream opens: hooks between onRequest and the handler
-   * may have yielded, so concurrent connects could otherwise pass the bound together.
+   * The last check, with the request's key, right before the stream opens: true admits it; false
+   * means a refusal was answered (or is held in the tarpit).
    */
-  recheck (request: FastifyRequest, reply: FastifyReply): string | null {
-    const key = this.keys.get(request) ?? this.options.keyFn(request)
+  admit (reply: FastifyReply, key: string): boolean {
     const reason = this.refusalReason(key, false)
-    if (reason === null) return key
+    if (reason === null) return true
     this.refuse(reply, reason)
-    return null
+    return false
   }
 
   /** The `retry:` frame for a stream opened (or drained) now: retryMs ± jitter, widened during a storm. */
@@ -123,9 +129,10 @@ export class Admission {
     this.send(res, 'closing')
   }
 
-  private refusalReason (key: string, consumeToken: boolean): RefusalReason | null {
+  /** key null: before the route's hooks, when the request's key is not known yet. */
+  private refusalReason (key: string | null, consumeToken: boolean): RefusalReason | null {
     if (this.closing) return 'closing'
-    if (this.options.maxClientsPerKey > 0 && this.streams.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
+    if (key !== null && this.options.maxClientsPerKey > 0 && this.streams.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
     if (!this.streams.hasRoom) return 'capacity'
     if (this.isUnderPressure()) return 'pressure'
     if (consumeToken && this.bucket !== null && !this.bucket.take(Date.now())) return 'rate'
@@ -154,6 +161,8 @@ export class Admission {
   }
 
   private refuse (reply: FastifyReply, reason: RefusalReason): void {
+    // Taken over now, even when held: Fastify must not answer it meanwhile.
+    reply.hijack()
     const now = Date.now()
     this.storm.recordRefusal(now)
     this.stats.refused(reason)
@@ -180,10 +189,12 @@ export class Admission {
     // Answered on the raw response so that nothing (length, hooks) comes between the last byte
     // and the server's close.
     reply.hijack()
-    this.send(reply.raw, reason)
+    this.send(reply.raw, reason, reply)
   }
 
-  private send (res: ServerResponse, reason: RefusalReason): void {
+  /** `reply`: the app's headers to carry (none for a request Fastify's router never routed). */
+  private send (res: ServerResponse, reason: RefusalReason, reply?: FastifyReply): void {
+    const headers = (own: OutgoingHttpHeaders): OutgoingHttpHeaders => reply === undefined ? own : withReplyHeaders(reply, own)
     const seconds = this.drawRetryAfterSeconds(reason, Date.now())
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
@@ -191,16 +202,16 @@ export class Admission {
       // knows it (tower-sse/client) tell this from an expiry.
       const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
       const refused = encodeEvent({ event: 'refused', data: { code: REFUSALS[reason].code, reason, retryAfterSeconds: seconds } })
-      openUntilClose(res, 200, STREAM_HEADERS)
+      openUntilClose(res, 200, headers(STREAM_HEADERS))
       endAndClose(res, Buffer.concat([encodeRetry(retryMs), refused]))
       return
     }
     const { status, code } = REFUSALS[reason]
-    openUntilClose(res, status, {
+    openUntilClose(res, status, headers({
       'retry-after': String(seconds),
       'cache-control': 'no-store',
       'content-type': 'application/json; charset=utf-8'
-    })
+    }))
     endAndClose(res, `{"statusCode":${status},"code":"${code}","error":"${status === 429 ? 'Too Many Requests' : 'Service Unavailable'}",` +
       `"reason":"${reason}","message":${this.messages[reason]},"retryAfterSeconds":${seconds}}`)
   }

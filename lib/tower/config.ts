@@ -233,6 +233,8 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   }
   const options = sse as TowerSseOptions
   const limits = validate(options, sources)
+  // Only a config object can say false; Tower's dashboard needs its stream route.
+  if (limits.path === false) throw new TowerConfigError('path: false: Tower serves its event stream at a path of its own')
   const shadowed = shadowedFileRoute(limits.path)
   const problem = routeProblem(limits.path) ?? (shadowed === null ? null : `would hide a file Tower serves at ${shadowed}; the event stream needs a path of its own`)
   if (problem !== null) throw new TowerConfigError(`${sources.get('path') ?? 'path'}: ${JSON.stringify(limits.path)} ${problem}`)
