@@ -33,6 +33,15 @@ async function publishRange (app: TestApp, from: number, to: number): Promise<vo
   for (let n = from; n <= to; n++) await publishWhenUp(app, n)
 }
 
+/** The newest event gone, as after a failover to a replica that never had it: stream and last id (and the counter, if told) as before it. */
+async function rollBackTail (redis: RedisServer, key: string, counterToo: boolean): Promise<void> {
+  const stream = `${key}:stream`
+  const [[last], [previous]] = await redis.command('XREVRANGE', stream, '+', '-', 'COUNT', 2) as Array<[string, string[]]>
+  await redis.command('XDEL', stream, last)
+  await redis.command('XSETID', stream, previous)
+  if (counterToo) await redis.command('HINCRBY', `${key}:meta`, 's', -1)
+}
+
 t.test('an instance behind when Redis restarts from a snapshot: its streams resync for what it never delivered, never a silent skip', async (t) => {
   const redis = await server(t, { persistent: true })
   const key = 'behind'
@@ -62,12 +71,7 @@ t.test('ids going back on an idle instance: its streams resync within about a se
   const { redis, key, a, live } = await liveInstance(t)
   await publishRange(a, 0, 2)
   await waitFor('0-2 live', () => live.events.length === 3)
-  // A failover to a replica that never had the newest event: stream, last id and counter as before it.
-  const stream = `${key}:stream`
-  const [[last], [previous]] = await redis.command('XREVRANGE', stream, '+', '-', 'COUNT', 2) as Array<[string, string[]]>
-  await redis.command('XDEL', stream, last)
-  await redis.command('XSETID', stream, previous)
-  await redis.command('HINCRBY', `${key}:meta`, 's', -1)
+  await rollBackTail(redis, key, true)
   await waitFor('the rollback to be seen with nothing published', () => received(live).includes('resync'), 8000)
   t.same(received(live), [0, 1, 2, 'resync'])
   t.equal(a.app.sse.stats().bus.discontinuities, 1)
@@ -77,10 +81,7 @@ t.test('ids going back on an idle instance, the counter intact: the stream\'s ta
   const { redis, key, a, live } = await liveInstance(t)
   await publishRange(a, 0, 2)
   await waitFor('0-2 live', () => live.events.length === 3)
-  const stream = `${key}:stream`
-  const [[last], [previous]] = await redis.command('XREVRANGE', stream, '+', '-', 'COUNT', 2) as Array<[string, string[]]>
-  await redis.command('XDEL', stream, last)
-  await redis.command('XSETID', stream, previous)
+  await rollBackTail(redis, key, false)
   await waitFor('the rollback to be seen', () => received(live).includes('resync'), 8000)
   t.equal(a.app.sse.stats().bus.discontinuities, 1)
 })

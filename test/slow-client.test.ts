@@ -2,13 +2,13 @@ import http from 'node:http'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import type { Socket } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { mock } from 'node:test'
 import type { CloseReason } from '../lib/outcomes'
 import { Subscriber } from '../lib/subscriber'
 import { TurnFlush } from '../lib/turn-flush'
-import { startApp } from './fixtures/app'
-import { connect, rawStream, waitFor } from './fixtures/sse-connection'
+import { startApp, type TestApp } from './fixtures/app'
+import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
@@ -106,24 +106,31 @@ t.test('a backpressured reader that keeps taking bytes is never swept; one that 
   dead.socket.destroy()
 })
 
-t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
-  const N = 3
-  // The plugin's intervals run on a mocked clock: the test beats, one heartbeat at a time.
+/**
+ * One stream of an app whose heartbeat interval runs on a mocked clock (the test beats, one
+ * heartbeat at a time), with maxStalledHeartbeats `stalledBeats` and the server side of its socket.
+ */
+async function beatenStream (t: Test, stalledBeats: number): Promise<{ app: TestApp['app'], c: SseConnection, socket: Socket, beat: () => void }> {
   mock.timers.enable({ apis: ['setInterval'] })
   t.teardown(() => mock.timers.reset())
   const heartbeatMs = 60_000
-  const beat = (): void => mock.timers.tick(heartbeatMs)
-  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: N, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: stalledBeats, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
   t.teardown(() => app.close())
   const sockets: Socket[] = []
   app.server.on('connection', (socket: Socket) => sockets.push(socket))
   const c = await connect(port)
   t.teardown(() => c.destroy())
   await waitFor('the stream to open', () => c.retries.length === 1 && sockets.length === 1)
+  return { app, c, socket: sockets[0], beat: () => mock.timers.tick(heartbeatMs) }
+}
+
+t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
+  const N = 3
+  const { app, c, socket, beat } = await beatenStream(t, N)
   // A corked socket hands nothing to the kernel: no progress at all, whatever the machine's load.
-  sockets[0].cork()
+  socket.cork()
   await app.sse.broadcast('x'.repeat(256 * 1024))
-  await waitFor('the stream to be backpressured', () => sockets[0].writableNeedDrain)
+  await waitFor('the stream to be backpressured', () => socket.writableNeedDrain)
   // The first beat sees the bytes the socket took before it was corked.
   beat()
   const alive: number[] = []
@@ -139,18 +146,7 @@ t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open a
 
 t.test('a stall that ended is forgotten: a stream stalled N - 1 beats, then drained, gets N stalled beats again before the sweep', async (t) => {
   const N = 3
-  mock.timers.enable({ apis: ['setInterval'] })
-  t.teardown(() => mock.timers.reset())
-  const heartbeatMs = 60_000
-  const beat = (): void => mock.timers.tick(heartbeatMs)
-  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: N, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
-  t.teardown(() => app.close())
-  const sockets: Socket[] = []
-  app.server.on('connection', (socket: Socket) => sockets.push(socket))
-  const c = await connect(port)
-  t.teardown(() => c.destroy())
-  await waitFor('the stream to open', () => c.retries.length === 1 && sockets.length === 1)
-  const [socket] = sockets
+  const { app, c, socket, beat } = await beatenStream(t, N)
   const stall = async (): Promise<void> => {
     await app.sse.broadcast('x'.repeat(256 * 1024))
     await waitFor('the stream to be backpressured', () => socket.writableNeedDrain)
