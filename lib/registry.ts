@@ -186,13 +186,15 @@ export class SseRegistry {
   /**
    * The bus cannot vouch for continuity up to `at` (events were lost, trimmed past this instance,
    * or rolled back): every stream here gets a resync carrying `at`, the ring restarts there, and
-   * resumes under way end in that resync too.
+   * resumes under way end in that resync too — but for those whose id is past `at` or that start
+   * again from their own id: a resync would move them back.
    */
   private lost (at: { id: string, position: EventPosition }, reason: string): void {
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, at.position)
     this.last = at
     const frame = this.resyncFrame(reason)
     for (const client of this.clients.values()) {
+      if (this.resumes.survives(client, at.position)) continue
       this.resumes.forget(client)
       client.write(frame)
     }

@@ -6,13 +6,18 @@ import type { History, HistoryEntry } from './history'
 import type { StreamStats } from './stats'
 
 /** A client whose replay is not written yet, or who is ahead of this instance. */
-type Replay = { kind: 'entries', entries: HistoryEntry[] } | Extract<BusRead, { kind: 'gone' }>
+type Replay = { kind: 'entries', entries: HistoryEntry[] } | Extract<BusRead, { kind: 'gone' | 'behind' }>
 
 interface Pending {
   /** The newest position the client has: live events up to it are not written again. */
   after: EventPosition
   /** Live events held while the replay is read (null: not waiting, only skipping up to `after`). */
   held: HistoryEntry[] | null
+  /**
+   * The resume starts again later (the bus was down, or this instance is behind the client's
+   * epoch): live events meanwhile are left to the ring and the bus, which the new start reads.
+   */
+  retrying: boolean
 }
 
 /** What the hub lends the resume logic. */
@@ -52,6 +57,7 @@ export class Resumes {
   intercept (client: Subscriber, entry: HistoryEntry): boolean {
     const pending = this.pending.get(client)
     if (pending === undefined) return false
+    if (pending.retrying) return true
     if (pending.held !== null) {
       pending.held.push(entry)
       return true
@@ -63,6 +69,16 @@ export class Resumes {
 
   forget (client: Subscriber): void {
     this.pending.delete(client)
+  }
+
+  /**
+   * Whether a discontinuity at `at` leaves `client` with nothing lost: its resume starts again
+   * from its own id anyway, or it is at or past `at` in that epoch (it has every event up to it).
+   */
+  survives (client: Subscriber, at: EventPosition): boolean {
+    const pending = this.pending.get(client)
+    if (pending === undefined) return false
+    return pending.retrying || (pending.held === null && pending.after.epoch === at.epoch && comparePositions(pending.after, at) >= 0)
   }
 
   start (client: Subscriber, from: EventPosition): void {
@@ -81,12 +97,12 @@ export class Resumes {
     if (local.kind === 'ahead') {
       // It has seen events this instance has not delivered yet: skip them when they come.
       this.stats.resumed('replayed', 0)
-      this.pending.set(client, { after: from, held: null })
+      this.pending.set(client, { after: from, held: null, retrying: false })
       return
     }
     const last = this.host.lastPosition()
     const upTo = last !== null && last.epoch === from.epoch && comparePositions(last, from) > 0 ? last : from
-    this.pending.set(client, { after: from, held: [] })
+    this.pending.set(client, { after: from, held: [], retrying: false })
     this.await(client, from, upTo)
   }
 
@@ -95,29 +111,46 @@ export class Resumes {
     // delivered since. The frames are encoded once per read, not once per client.
     this.flights.run(`${formatEventId(from)}>${formatEventId(upTo)}`, async () => {
       const read = await this.host.bus.read(from, upTo)
-      if (read.kind === 'gone') return read
+      if (read.kind !== 'events') return read
       const entries = read.events.map((event) => this.host.frameOf(event))
       this.host.history.extendBack(from, entries)
       return { kind: 'entries', entries } as const
     }).then(
       (read) => this.finish(client, from, upTo, read),
-      () => {
-        if (!this.pending.has(client)) return
-        // The bus is down: the stream stays open (heartbeats go on) and the read is tried again.
-        const timer = setTimeout(() => {
-          this.retries.delete(timer)
-          if (this.pending.has(client)) this.await(client, from, upTo)
-        }, RETRY_READ_MS * (0.5 + this.random()))
-        timer.unref()
-        this.retries.add(timer)
-      }
+      // The bus is down: the stream stays open (heartbeats go on) and the resume is tried again.
+      () => this.retry(client, from)
     )
+  }
+
+  /**
+   * Starts the resume again later, from the client's own id: from the ring if this instance has
+   * caught up by then, else from the bus. Meanwhile the client is sent nothing, so no event of an
+   * epoch it has moved past reaches it, and none is written twice.
+   */
+  private retry (client: Subscriber, from: EventPosition): void {
+    const pending = this.pending.get(client)
+    if (pending === undefined) return
+    pending.retrying = true
+    pending.held = null
+    const timer = setTimeout(() => {
+      this.retries.delete(timer)
+      if (this.pending.get(client) !== pending) return
+      this.pending.delete(client)
+      this.start(client, from)
+    }, RETRY_READ_MS * (0.5 + this.random()))
+    timer.unref()
+    this.retries.add(timer)
   }
 
   private finish (client: Subscriber, from: EventPosition, upTo: EventPosition, read: Replay): void {
     const pending = this.pending.get(client)
     // Gone meanwhile (remove() forgot it), or already finished by an earlier read.
-    if (pending === undefined) return
+    if (pending === undefined || pending.retrying) return
+    if (read.kind === 'behind') {
+      // A resync from here would carry an id older than the client's: it waits for this instance.
+      this.retry(client, from)
+      return
+    }
     this.pending.delete(client)
     if (read.kind === 'gone') {
       // Too far behind, or not one of our ids: say so, rather than leave a silent gap. The resync

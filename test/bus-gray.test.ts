@@ -103,6 +103,12 @@ t.test('evictable keys: allkeys-* refuses the register with a coded error naming
   const refused = startApp({ redis: lru.url })
   refused.then(({ app }) => t.teardown(() => app.close()), () => undefined)
   await t.rejects(refused, { code: 'TOWER_SSE_BUS_EVICTABLE', message: /allkeys-lru/ })
+  for (const policy of ['allkeys-lfu', 'allkeys-random']) {
+    await lru.command('CONFIG', 'SET', 'maxmemory-policy', policy)
+    const also = startApp({ redis: lru.url })
+    also.then(({ app }) => t.teardown(() => app.close()), () => undefined)
+    await t.rejects(also, { code: 'TOWER_SSE_BUS_EVICTABLE', message: new RegExp(policy) }, `${policy} evicts the bus's keys too`)
+  }
   await lru.command('CONFIG', 'SET', 'maxmemory-policy', 'volatile-lru')
   const ok = await instance(t, lru.url, `g${++keys}`)
   t.equal(ok.app.sse.stats().bus.state, 'up', 'our keys carry no TTL: volatile-* cannot evict them')

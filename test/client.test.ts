@@ -1,6 +1,6 @@
 import net from 'node:net'
 import t from 'tap'
-import { TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client/index'
+import { backoffDelayMs, TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client/index'
 import { startApp } from './fixtures/app'
 import { seededRandom } from './fixtures/client-seeded-random'
 import { startScriptedServer } from './fixtures/client-scripted-server'
@@ -214,6 +214,24 @@ t.test('429 Retry-After, 500 backoff, Last-Event-ID on reconnect, resync as its 
   t.equal(resyncs.length, 1)
   t.equal(resyncs[0].lastEventId, '9')
   t.same(JSON.parse(resyncs[0].data), { reason: 'too-old' })
+})
+
+t.test('Retry-After: 0 or a date already past is no reason to come back at once: the refusal backs off', async (t) => {
+  const past = 'Wed, 21 Oct 2015 07:28:00 GMT'
+  const steps = [{ status: 503, headers: { 'retry-after': '0' } }, { status: 429, headers: { 'retry-after': past } }]
+  const server = await startScriptedServer((i) => steps[i] ?? { frames: [], then: 'hold' as const })
+  t.teardown(() => server.close())
+  const random = (): number => 0.5
+  const client = new TowerSseClient(server.url, { random, backoffBaseMs: 40, backoffCapMs: 1000 })
+  t.teardown(() => client.close())
+  const timeline = recordStates(client)
+  await waitFor('the third attempt to open', () => client.readyState === TowerSseClient.OPEN, 10_000)
+  const waits = timeline.of('waiting').map((w) => w.state)
+  t.same(waits.map((w) => [w.reason, w.status, w.delayMs]), [
+    ['refused', 503, backoffDelayMs(1, random, 40, 1000)],
+    ['refused', 429, backoffDelayMs(2, random, 40, 1000)]
+  ], 'each waits the backoff of its failure count, never 0 ms')
+  t.ok(waits.every((w) => w.delayMs > 0))
 })
 
 t.test('a first 200 is not health: the failure count resets only after healthyAfterMs open', async (t) => {

@@ -1,10 +1,14 @@
+import http from 'node:http'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import type { Socket } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { mock } from 'node:test'
-import { startApp } from './fixtures/app'
-import { connect, rawStream, waitFor } from './fixtures/sse-connection'
+import type { CloseReason } from '../lib/outcomes'
+import { Subscriber } from '../lib/subscriber'
+import { TurnFlush } from '../lib/turn-flush'
+import { startApp, type TestApp } from './fixtures/app'
+import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
@@ -102,24 +106,31 @@ t.test('a backpressured reader that keeps taking bytes is never swept; one that 
   dead.socket.destroy()
 })
 
-t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
-  const N = 3
-  // The plugin's intervals run on a mocked clock: the test beats, one heartbeat at a time.
+/**
+ * One stream of an app whose heartbeat interval runs on a mocked clock (the test beats, one
+ * heartbeat at a time), with maxStalledHeartbeats `stalledBeats` and the server side of its socket.
+ */
+async function beatenStream (t: Test, stalledBeats: number): Promise<{ app: TestApp['app'], c: SseConnection, socket: Socket, beat: () => void }> {
   mock.timers.enable({ apis: ['setInterval'] })
   t.teardown(() => mock.timers.reset())
   const heartbeatMs = 60_000
-  const beat = (): void => mock.timers.tick(heartbeatMs)
-  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: N, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: stalledBeats, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
   t.teardown(() => app.close())
   const sockets: Socket[] = []
   app.server.on('connection', (socket: Socket) => sockets.push(socket))
   const c = await connect(port)
   t.teardown(() => c.destroy())
   await waitFor('the stream to open', () => c.retries.length === 1 && sockets.length === 1)
+  return { app, c, socket: sockets[0], beat: () => mock.timers.tick(heartbeatMs) }
+}
+
+t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
+  const N = 3
+  const { app, c, socket, beat } = await beatenStream(t, N)
   // A corked socket hands nothing to the kernel: no progress at all, whatever the machine's load.
-  sockets[0].cork()
+  socket.cork()
   await app.sse.broadcast('x'.repeat(256 * 1024))
-  await waitFor('the stream to be backpressured', () => sockets[0].writableNeedDrain)
+  await waitFor('the stream to be backpressured', () => socket.writableNeedDrain)
   // The first beat sees the bytes the socket took before it was corked.
   beat()
   const alive: number[] = []
@@ -131,4 +142,55 @@ t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open a
   beat()
   t.equal(app.sse.stats().deadSwept, 1, `swept at stalled beat ${N}`)
   await waitFor('the swept stream to end on the client', () => c.isEnded())
+})
+
+t.test('a stall that ended is forgotten: a stream stalled N - 1 beats, then drained, gets N stalled beats again before the sweep', async (t) => {
+  const N = 3
+  const { app, c, socket, beat } = await beatenStream(t, N)
+  const stall = async (): Promise<void> => {
+    await app.sse.broadcast('x'.repeat(256 * 1024))
+    await waitFor('the stream to be backpressured', () => socket.writableNeedDrain)
+  }
+  socket.cork()
+  await stall()
+  beat()
+  for (let stalled = 1; stalled < N; stalled++) beat()
+  t.equal(app.sse.stats().deadSwept, 0, `${N - 1} stalled beats: still open`)
+  // The reader catches up: one beat sees a stream that is not backpressured.
+  socket.uncork()
+  await waitFor('the client to read everything', () => !socket.writableNeedDrain && socket.writableLength === 0 && c.events.length === 1)
+  beat()
+  // Corked before the beat's frame is written: from here the socket takes no byte at all.
+  socket.cork()
+  await stall()
+  const alive: number[] = []
+  for (let stalled = 1; stalled < N; stalled++) {
+    beat()
+    alive.push(app.sse.stats().deadSwept)
+  }
+  t.same(alive, Array(N - 1).fill(0), `the new stall: not swept after ${N - 1} beats (the old stall's count was reset)`)
+  beat()
+  t.equal(app.sse.stats().deadSwept, 1, `swept at the new stall's beat ${N}`)
+})
+
+t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is queued, one byte more drops the stream', async (t) => {
+  const budget = 4096
+  const server = http.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  const ended: CloseReason[] = []
+  const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
+    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush())
+    stream.open(Buffer.from('retry: 1000\n\n'), null)
+    resolve(stream)
+  }))
+  const c = await connect((server.address() as { port: number }).port, '/')
+  t.teardown(() => c.destroy())
+  const stream = await opened
+  await waitFor('the retry: frame', () => c.retries.length === 1)
+  t.equal(stream.fits(budget), true, 'exactly the budget fits')
+  t.equal(stream.write(Buffer.alloc(budget, ':')), true, 'a frame of exactly the budget is queued')
+  t.same(ended, [])
+  t.equal(stream.write(Buffer.from(':\n\n')), false, 'the next byte would pass it')
+  t.same(ended, ['dropped'])
 })

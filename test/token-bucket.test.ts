@@ -41,4 +41,5 @@ t.test('secondsUntilToken: whole seconds, at least one', async (t) => {
   const slow = new TokenBucket(2, 3, 0)
   for (let i = 0; i < 3; i++) slow.take(0)
   t.equal(slow.secondsUntilToken(), 1, '0.5 s rounds up to 1')
+  t.equal(new TokenBucket(1, 3, 0).secondsUntilToken(), 1, 'a token already there still says 1, never 0 (Retry-After: 0 would mean at once)')
 })

@@ -138,6 +138,7 @@ t.test('Tower\'s own settings: allowed hosts (plus the host it listens on), toke
 t.test('--trust-proxy: the proxies\' addresses, CIDR ranges and range names; none by default', async (t) => {
   t.same(parseConfig(['--trust-proxy', ' 127.0.0.1, 10.0.0.0/8,,::1,fd00::/8,loopback '], {}).trustProxy, ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8', 'loopback'])
   t.same(parseConfig([], { TOWER_TRUST_PROXY: '192.0.2.10' }).trustProxy, ['192.0.2.10'])
+  t.same(parseConfig(['--trust-proxy', '192.0.2.10/32,2001:db8::1/128'], {}).trustProxy, ['192.0.2.10/32', '2001:db8::1/128'], 'the longest prefix of each family is one address')
   t.equal(parseConfig([], {}).trustProxy, undefined)
   t.equal(describeTrustProxy(undefined), 'trustProxy off (a client is its socket address)')
   t.equal(describeTrustProxy(['127.0.0.1', '10.0.0.0/8']), 'trustProxy 127.0.0.1 10.0.0.0/8 (X-Forwarded-For believed from these)')

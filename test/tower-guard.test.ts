@@ -123,7 +123,7 @@ t.test('with a token, notify needs Authorization: Bearer <token>; reads do not',
   const token = 'tW9v-7s3cr3t_t0ken'
   const { app, port } = await startTower({}, { token })
   t.teardown(() => app.close())
-  for (const authorization of [undefined, `Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, `Basic ${token}`, token, 'Bearer ']) {
+  for (const authorization of [undefined, `Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, `Basic ${token}`, token, 'Bearer ', `Bearer ${token} junk`]) {
     const res = await notifyWith(port, authorization === undefined ? {} : { authorization })
     t.equal(res.status, 401, `Authorization: ${authorization}`)
     t.equal(JSON.parse(res.body).code, 'TOWER_TOKEN_REQUIRED')
@@ -132,6 +132,7 @@ t.test('with a token, notify needs Authorization: Bearer <token>; reads do not',
   t.equal(app.sse.stats().events, 0)
   t.equal((await notifyWith(port, { authorization: `Bearer ${token}` })).status, 200)
   t.equal((await notifyWith(port, { authorization: `bearer ${token}` })).status, 200, 'the scheme is case-insensitive')
+  t.equal((await notifyWith(port, { authorization: `Bearer ${token}  ` })).status, 200, 'trailing spaces are allowed, trailing words are not')
   t.equal((await send(port, { headers: { host: 'localhost' } })).status, 200, 'stats are read without it')
 })
 

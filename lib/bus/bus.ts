@@ -42,6 +42,11 @@ export type BusRead =
    * cannot vouch for its epoch ('unknown'), or holds it but lost events after it ('lost').
    */
   | { kind: 'gone', reason: 'too-old' | 'unknown' | 'lost' }
+  /**
+   * The position is of the epoch the bus is in now, which this instance has not reached yet (it
+   * lagged while Redis was replaced): ask again once it has caught up, never answer from behind.
+   */
+  | { kind: 'behind' }
 
 export interface BusStats {
   kind: 'memory' | 'redis'

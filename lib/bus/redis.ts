@@ -66,6 +66,8 @@ export const DEAF_CLOSE_MS = 5000
 const OFFSET_MAX_RTT_MS = 100
 /** Redis's own deadline is this much before the caller's, so a publish it runs is usually answered in time. */
 const DEADLINE_MARGIN_MS = 50
+/** Epochs a reader remembers having left (their ids are answered without asking Redis). */
+const PAST_EPOCHS = 8
 const STATE_EVENTS = ['error', 'close', 'ready'] as const
 const COMMAND = 'towerSseBus'
 
@@ -122,6 +124,8 @@ export class RedisBus implements Bus {
   private epoch: string | null = null
   private lastSeq = 0
   private cursor = '0-0'
+  /** Epochs this reader delivered before the current one, newest last (a few suffice: ids that old are gone). */
+  private readonly pastEpochs: string[] = []
   private publisherFacts: ServerFacts | null = null
   /** What the reader's server said when it connected (the idle check needs no more: a new server means a new connection). */
   private readerFacts: ServerFacts | null = null
@@ -282,7 +286,8 @@ export class RedisBus implements Bus {
   }
 
   read (after: EventPosition, upTo: EventPosition): Promise<BusRead> {
-    if (after.epoch !== this.epoch || after.minor === null) return Promise.resolve({ kind: 'gone', reason: 'unknown' })
+    if (after.minor === null) return Promise.resolve({ kind: 'gone', reason: 'unknown' })
+    if (after.epoch !== this.epoch) return this.readOtherEpoch(after.epoch)
     this.reads++
     const from = streamId(after)
     // `after` itself is read too: its sequence number is where the contiguous run must start.
@@ -304,6 +309,17 @@ export class RedisBus implements Bus {
       if (upTo.epoch === after.epoch && reached !== formatEventId(upTo)) return { kind: 'gone', reason: 'lost' }
       return { kind: 'events', events }
     })
+  }
+
+  /**
+   * An id of an epoch this reader is not in: one it left, or one Redis no longer is in, is gone;
+   * the epoch Redis is in now means this instance lags behind the client (Redis was replaced while
+   * it was cut off), and a resync from here would move the client back.
+   */
+  private async readOtherEpoch (epoch: string): Promise<BusRead> {
+    if (this.pastEpochs.includes(epoch)) return { kind: 'gone', reason: 'unknown' }
+    const current = await this.publisher.hget(this.metaKey, 'e')
+    return current === epoch ? { kind: 'behind' } : { kind: 'gone', reason: 'unknown' }
   }
 
   stats (): BusStats {
@@ -543,6 +559,7 @@ export class RedisBus implements Bus {
    */
   private switchEpoch (epoch: string, marker: string, fields: string[]): void {
     const continuous = fieldOf(fields, 'p') === this.epoch && Number(fieldOf(fields, 'q')) === this.lastSeq
+    if (this.epoch !== null && this.pastEpochs.push(this.epoch) > PAST_EPOCHS) this.pastEpochs.shift()
     this.epoch = epoch
     this.lastSeq = 0
     this.cursor = marker
