@@ -31,8 +31,8 @@ t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE
   const flush = new TurnFlush()
   let ids = 0
   const server = http.createServer((_req, res) => {
-    const client = new CountingSubscriber(`c${++ids}`, undefined, `k${ids}`, null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, flush)
-    client.open(encodeRetry(1000), null)
+    const client = new CountingSubscriber(`c${++ids}`, undefined, `k${ids}`, null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, flush, null)
+    client.open({}, encodeRetry(1000))
     registry.add(client, null)
   })
   const { port, close } = await listenOnLoopback(server)

@@ -180,8 +180,8 @@ t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is q
   t.teardown(() => server.close())
   const ended: CloseReason[] = []
   const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush())
-    stream.open(Buffer.from('retry: 1000\n\n'), null)
+    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
+    stream.open({}, Buffer.from('retry: 1000\n\n'))
     resolve(stream)
   }))
   const c = await connect((server.address() as { port: number }).port, '/')
