@@ -208,7 +208,7 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     throw new TowerSseOptionError('path', path, 'a URL path as sent on the wire: "/" then A-Z a-z 0-9 and - . _ ~ ! $ & \' ( ) + , ; = : @ / ' +
       '(no space, ?, #, %, *, non-ASCII, or "." and ".." segments)')
   }
-  const numbers = {} as Record<keyof typeof INTEGER_RULES, number>
+  const numbers = {} as Numbers
   for (const key of Object.keys(INTEGER_RULES) as Array<keyof typeof INTEGER_RULES>) {
     numbers[key] = integer(key, pick(key), INTEGER_RULES[key])
   }
@@ -216,21 +216,13 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   if (rejectWith !== '503' && rejectWith !== 'retry') {
     throw new TowerSseOptionError('rejectWith', rejectWith, 'either "503" or "retry"')
   }
-  if (numbers.maxRetryAfterSeconds < numbers.retryAfterSeconds) {
-    throw new TowerSseOptionError('maxRetryAfterSeconds', numbers.maxRetryAfterSeconds, `at least retryAfterSeconds (${numbers.retryAfterSeconds})`)
-  }
-  if (numbers.tarpitJitterMs >= numbers.tarpitMs && numbers.tarpitMs > 0) {
-    throw new TowerSseOptionError('tarpitJitterMs', numbers.tarpitJitterMs, `less than tarpitMs (${numbers.tarpitMs})`)
-  }
-  if (numbers.retryJitterMs > numbers.retryMs) {
-    throw new TowerSseOptionError('retryJitterMs', numbers.retryJitterMs, `at most retryMs (${numbers.retryMs})`)
-  }
-  if (numbers.maxAgeMs > 0 && numbers.maxAgeJitterMs >= numbers.maxAgeMs) {
-    throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, `less than maxAgeMs (${numbers.maxAgeMs})`)
-  }
-  if (numbers.maxAgeMs + numbers.maxAgeJitterMs > 2 ** 31 - 1) {
-    throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, 'small enough that maxAgeMs + maxAgeJitterMs fits a timer (2^31 - 1 ms)')
-  }
+  const pair = related(given, numbers)
+  pair('maxRetryAfterSeconds', 'at least', 'retryAfterSeconds', 'at most', (n) => n.maxRetryAfterSeconds >= n.retryAfterSeconds)
+  pair('tarpitJitterMs', 'less than', 'tarpitMs', '0 or more than', (n) => n.tarpitMs === 0 || n.tarpitJitterMs < n.tarpitMs)
+  pair('retryJitterMs', 'at most', 'retryMs', 'at least', (n) => n.retryJitterMs <= n.retryMs)
+  pair('maxAgeJitterMs', 'less than', 'maxAgeMs', '0 or more than', (n) => n.maxAgeMs === 0 || n.maxAgeJitterMs < n.maxAgeMs)
+  pair('maxAgeJitterMs', 'small enough to fit a timer (2^31 - 1 ms) when added to', 'maxAgeMs', 'small enough to fit a timer (2^31 - 1 ms) when added to',
+    (n) => n.maxAgeMs + n.maxAgeJitterMs <= 2 ** 31 - 1)
   const redisKey = pick('redisKey')
   if (typeof redisKey !== 'string' || !REDIS_KEY.test(redisKey)) {
     throw new TowerSseOptionError('redisKey', redisKey, '1-100 characters of A-Z a-z 0-9 _ . : - { }')
@@ -251,6 +243,23 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
     random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
+  }
+}
+
+type Numbers = Record<keyof typeof INTEGER_RULES, number>
+
+/**
+ * A rule between two options. The error names the one the user set — `{ maxAgeMs: 60000 }` is
+ * refused as maxAgeMs, not as the maxAgeJitterMs default it collides with — and says when the
+ * other value is a default. With both set (or neither), the dependent one (`a`) is named.
+ */
+function related (given: Record<string, unknown>, numbers: Numbers): (a: keyof Numbers, aMust: string, b: keyof Numbers, bMust: string, holds: (n: Numbers) => boolean) => void {
+  const set = (key: string): boolean => given[key] !== undefined
+  return (a: keyof Numbers, aMust: string, b: keyof Numbers, bMust: string, holds: (n: Numbers) => boolean): void => {
+    if (holds(numbers)) return
+    const [name, must, other] = set(b) && !set(a) ? [b, bMust, a] : [a, aMust, b]
+    const note = set(other) ? '' : `, its default: set ${other} too`
+    throw new TowerSseOptionError(name, numbers[name], `${must} ${other} (${numbers[other]}${note})`)
   }
 }
 

@@ -77,7 +77,7 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['a log format in the wrong case', [], { TOWER_LOG_FORMAT: 'JSON' }, 'TOWER_LOG_FORMAT must be pretty or json, got "JSON"'],
   ['a string option refused by the plugin', ['--reject-with', 'evict'], {}, '--reject-with: option "rejectWith"'],
   ['a default made invalid by another value', ['--retry-ms', '500'], {},
-    'option "retryJitterMs" must be at most retryMs (500), got 1000 (retryJitterMs is the default here; set --retry-jitter-ms or TOWER_SSE_RETRY_JITTER_MS)'],
+    '--retry-ms: option "retryMs" must be at least retryJitterMs (1000, its default: set retryJitterMs too), got 500'],
   ['the stream on the stats route', ['--path', '/api/events/stats'], {},
     '--path: "/api/events/stats" is the stats route; the event stream needs a path of its own'],
   ['the stream on the metrics route', ['--path', '/metrics'], {},
