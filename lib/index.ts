@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission/admission'
+import { UNDER_PRESSURE_ROUTE_CONFIG } from './admission/under-pressure'
 import { Subscriber, STREAM_HEADERS } from './subscriber'
 import { endAndClose, openUntilClose } from './close-first'
 import { takeOverClosingRequests } from './closing-takeover'
@@ -63,6 +64,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   fastify.route({
     method: 'GET',
     url: options.path,
+    config: UNDER_PRESSURE_ROUTE_CONFIG,
     onRequest: admission.onRequest,
     handler: (request: FastifyRequest, reply: FastifyReply) => {
       const key = admission.recheck(request, reply)
