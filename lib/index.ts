@@ -124,7 +124,7 @@ export {
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
   BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BroadcastIdempotencyKeyError
 } from './errors'
-export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike } from './options'
+export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, MetricsRegistryLike } from './options'
 export type { TopicsFromRequest } from './subscription'
 export type { KeyFn } from './request-key'
 export { defaultKeyFn, keyFromClientId } from './request-key'
@@ -132,8 +132,8 @@ export type { BroadcastOptions, BroadcastResult } from './registry'
 export type { SseStats } from './outcomes'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'
-// The connection the Redis bus makes from a URL (redis://, rediss://, redis+sentinel://), for an app's own Redis needs.
-export { createRedisConnection, parseRedisUrl, redactRedisUrl, RESTART_ATTEMPT, restartWhenEnded } from './bus/redis-connection'
+// The `redis` option's URL, read and shown without its password; the connection itself is `tower-sse/redis`.
+export { parseRedisUrl, redactRedisUrl } from './bus/redis-url'
 export { encodeEvent, encodeRetry } from './encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

@@ -1,10 +1,9 @@
 import type { FastifyRequest } from 'fastify'
-import type { Registry } from 'prom-client'
 import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
 import { defaultKeyFn, type KeyFn } from './request-key'
 import { TowerSseOptionError } from './errors'
-import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-connection'
+import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-url'
 
 export { TowerSseOptionError }
 
@@ -33,6 +32,17 @@ export interface RedisClientLike {
   readonly status: string
   duplicate: (...args: never[]) => unknown
   evalsha: (...args: never[]) => unknown
+}
+
+/**
+ * A prom-client Registry (`new Registry()` or `register`), seen structurally so the types need no
+ * prom-client (an optional peer dependency); register time checks the same shape.
+ */
+export interface MetricsRegistryLike {
+  registerMetric: (...args: never[]) => unknown
+  getSingleMetric: (...args: never[]) => unknown
+  removeSingleMetric: (...args: never[]) => unknown
+  metrics: (...args: never[]) => unknown
 }
 
 export interface TowerSseOptions {
@@ -93,7 +103,7 @@ export interface TowerSseOptions {
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
-  metrics?: Registry
+  metrics?: MetricsRegistryLike
   /**
    * The Redis bus: a `redis://` / `rediss://` URL, a Sentinel URL
    * (`redis+sentinel://host:port,host:port/mastername`, see docs/bus-operations.md) or an ioredis client. Every instance given the
@@ -264,15 +274,15 @@ function related (given: Record<string, unknown>, numbers: Numbers): (a: keyof N
 }
 
 // Checked by shape, not instanceof: the application's prom-client may be another copy than ours.
-const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric', 'metrics'] as const
+const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric', 'metrics'] as const satisfies ReadonlyArray<keyof MetricsRegistryLike>
 
-function metricsRegistry (value: unknown): Registry | undefined {
+function metricsRegistry (value: unknown): MetricsRegistryLike | undefined {
   if (value === undefined) return undefined
   const candidate = value as Record<string, unknown> | null
   if (typeof candidate !== 'object' || candidate === null || !REGISTRY_METHODS.every((name) => typeof candidate[name] === 'function')) {
     throw new TowerSseOptionError('metrics', value, 'a prom-client Registry (new Registry() or register)')
   }
-  return value as Registry
+  return value as MetricsRegistryLike
 }
 
 function redisOption (value: unknown): string | RedisClientLike | undefined {

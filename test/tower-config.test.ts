@@ -154,14 +154,15 @@ t.test('log format: forced by --log-format or TOWER_LOG_FORMAT, else pretty only
   t.equal(parseConfig([], { TOWER_LOG_FORMAT: 'json' }).logFormat, 'json')
   t.equal(parseConfig(['--log-format=json'], { TOWER_LOG_FORMAT: 'pretty' }).logFormat, 'json', 'the flag wins')
   t.match(usage(), /--log-format pretty\|json\s+TOWER_LOG_FORMAT\s+pretty on a terminal, else json/)
-  // [forced, stdout is a terminal, NODE_ENV] → format
+  // [forced, stdout is a terminal, NODE_ENV, pino-pretty installed] → format
   const cases: Array<[Parameters<typeof chooseLogFormat>, string]> = [
     [[undefined, true, undefined], 'pretty'],
     [[undefined, false, undefined], 'json'],
     [[undefined, true, 'production'], 'json'],
     [[undefined, true, 'development'], 'pretty'],
     [['json', true, undefined], 'json'],
-    [['pretty', false, 'production'], 'pretty']
+    [['pretty', false, 'production'], 'pretty'],
+    [[undefined, true, undefined, false], 'json']
   ]
   for (const [args, format] of cases) t.equal(chooseLogFormat(...args), format, JSON.stringify(args))
 })
