@@ -4,6 +4,7 @@ import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission/admission'
 import { UNDER_PRESSURE_ROUTE_CONFIG } from './admission/under-pressure'
+import { streamGuard } from './admission/request-guard'
 import { Subscriber, STREAM_HEADERS } from './subscriber'
 import { endAndClose, openUntilClose } from './close-first'
 import { takeOverClosingRequests } from './closing-takeover'
@@ -65,7 +66,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     method: 'GET',
     url: options.path,
     config: UNDER_PRESSURE_ROUTE_CONFIG,
-    onRequest: admission.onRequest,
+    // The Host/Origin guard first: a refused request is never counted by admission.
+    onRequest: [streamGuard(options), admission.onRequest],
     handler: (request: FastifyRequest, reply: FastifyReply) => {
       const key = admission.recheck(request, reply)
       if (key === null) return
@@ -118,11 +120,13 @@ export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export type { NormalizedOptions } from './options'
 export { isValidTopic } from './subscription'
+export { streamGuard, parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
+export type { StreamGuardOptions } from './admission/request-guard'
 export { IDEMPOTENCY_KEY } from './registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BroadcastIdempotencyKeyError
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BroadcastIdempotencyKeyError, HostNotAllowedError, OriginNotAllowedError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, MetricsRegistryLike } from './options'
 export type { TopicsFromRequest } from './subscription'

@@ -4,6 +4,7 @@ import type { TopicsFromRequest } from './subscription'
 import { defaultKeyFn, type KeyFn } from './request-key'
 import { TowerSseOptionError } from './errors'
 import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-url'
+import { parseAllowedHost } from './admission/request-guard'
 
 export { TowerSseOptionError }
 
@@ -118,9 +119,13 @@ export interface TowerSseOptions {
   maxPendingPublishes?: number
   /** How long an idempotencyKey of broadcast() is remembered: a retry within it lands no second event. */
   idempotencyWindowMs?: number
+  /** Hosts the stream route answers (`name`, `*.domain`, an IP, `*`); any other Host → 403. Absent: any. */
+  allowedHosts?: readonly string[]
+  /** Exact origins (`https://app.example:8443`) whose pages may open the stream; another Origin → 403. Absent: any. */
+  allowedOrigins?: readonly string[]
 }
 
-type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis'
+type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis' | 'allowedHosts' | 'allowedOrigins'
 export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> & Pick<TowerSseOptions, OptionalHooks>
 
 /** Every default in one place; the README's options table mirrors this object. */
@@ -190,7 +195,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
 const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
-const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis'])
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis', 'allowedHosts', 'allowedOrigins'])
 const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
@@ -248,6 +253,9 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     metrics: metricsRegistry(given.metrics),
     redisKey,
     redis: redisOption(given.redis),
+    allowedHosts: list('allowedHosts', given.allowedHosts, (entry) => parseAllowedHost(entry) !== null,
+      'host names, IP addresses, *.domain or * (no port)'),
+    allowedOrigins: list('allowedOrigins', given.allowedOrigins, isExactOrigin, 'exact origins: scheme://host[:port], no path'),
     ...numbers,
     initialEvent: hook<TowerSseOptions['initialEvent']>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
@@ -271,6 +279,25 @@ function related (given: Record<string, unknown>, numbers: Numbers): (a: keyof N
     const note = set(other) ? '' : `, its default: set ${other} too`
     throw new TowerSseOptionError(name, numbers[name], `${must} ${other} (${numbers[other]}${note})`)
   }
+}
+
+/** An origin as a browser sends it: `new URL()` gives it back unchanged (lower case, no default port, no path). */
+function isExactOrigin (entry: string): boolean {
+  try {
+    const { origin } = new URL(entry)
+    return origin !== 'null' && origin === entry
+  } catch {
+    return false
+  }
+}
+
+function list (name: string, value: unknown, ok: (entry: string) => boolean, expected: string): readonly string[] | undefined {
+  if (value === undefined) return undefined
+  const bad = Array.isArray(value) ? value.find((entry) => typeof entry !== 'string' || !ok(entry)) : value
+  if (!Array.isArray(value) || bad !== undefined || value.length === 0) {
+    throw new TowerSseOptionError(name, Array.isArray(value) && bad !== undefined ? bad : value, `a non-empty array of ${expected}`)
+  }
+  return Object.freeze([...value as string[]])
 }
 
 // Checked by shape, not instanceof: the application's prom-client may be another copy than ours.

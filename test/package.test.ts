@@ -52,8 +52,8 @@ t.test('npm pack + install into an empty project', async (t) => {
 
   t.test('the README\'s plugin example runs from the package (ESM), with the client', async (t) => {
     const { stdout } = await run(process.execPath, ['example.mjs'], { cwd: app })
-    t.same(JSON.parse(stdout), { seen: ['connected', 'hi'], codes: 'function', crossSite: [415, 'FST_ERR_CTP_INVALID_MEDIA_TYPE'], events: 1 },
-      'its notify route refuses a cross-site text/plain POST: only the JSON one was broadcast')
+    t.same(JSON.parse(stdout), { seen: ['connected', 'hi'], codes: 'function', crossSite: [415, 'FST_ERR_CTP_INVALID_MEDIA_TYPE'], foreignOrigin: 'TOWER_SSE_ORIGIN_NOT_ALLOWED', events: 1 },
+      'cross-site text/plain and a foreign Origin are refused on notify: only the JSON one was broadcast')
   })
 
   t.test('CommonJS: require(\'tower-sse\') is the plugin, and the client requires too', async (t) => {

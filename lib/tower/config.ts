@@ -1,9 +1,8 @@
 import { isIP } from 'node:net'
-import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
+import { DEFAULTS, normalizeOptions, parseAllowedHost, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
 import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { LOG_FORMATS, type LogFormat } from './logging'
-import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
 import { shadowedFileRoute } from './static-assets'
 
