@@ -32,9 +32,8 @@ t.test('the packed types compile in a user\'s project', async (t) => {
   for (const peer of ['ioredis', 'prom-client', '@fastify/under-pressure']) {
     t.equal(existsSync(path.join(app, 'node_modules', peer)), false, `${peer} is not installed`)
   }
-  for (const [setting, options, files] of SETTINGS) {
-    const compiled = await run(process.execPath, [TSC, ...COMMON, ...options, ...files], { cwd: app })
-      .then(() => '', (err: { stdout: string }) => err.stdout)
-    t.equal(compiled, '', setting)
-  }
+  // Side by side: each compile is one process reading the same fastify types.
+  const compiled = await Promise.all(SETTINGS.map(([, options, files]) =>
+    run(process.execPath, [TSC, ...COMMON, ...options, ...files], { cwd: app }).then(() => '', (err: { stdout: string }) => err.stdout)))
+  SETTINGS.forEach(([setting], i) => t.equal(compiled[i], '', setting))
 })
