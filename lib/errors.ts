@@ -79,6 +79,14 @@ export const AlreadyRegisteredError = createError('TOWER_SSE_ALREADY_REGISTERED'
   'tower-sse: already registered in this context; one registration serves any number of stream routes (route option eventStream: true), ' +
   'and a separate registry needs its own context: app.register(async (scope) => { await scope.register(towerSse, …) })', 500)
 
+/** The stream guard's `allowedHosts` refused the request's Host (DNS rebinding sends its own name). */
+export const HostNotAllowedError = createError<[string]>('TOWER_SSE_HOST_NOT_ALLOWED',
+  'tower-sse: Host %s is not one of the allowedHosts', 403)
+
+/** The stream guard's `allowedOrigins` refused the request's Origin (a page of another origin). */
+export const OriginNotAllowedError = createError<[string]>('TOWER_SSE_ORIGIN_NOT_ALLOWED',
+  'tower-sse: Origin %s is not one of the allowedOrigins', 403)
+
 /** The `code` in the JSON body of a refusal (503, or 429 for perKey), by reason. */
 export const REFUSAL_CODES = Object.freeze(Object.fromEntries(
   Object.entries(REFUSALS).map(([reason, { code }]) => [reason, code])
@@ -101,5 +109,7 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BUS_EVICTABLE: BusEvictableError,
   TOWER_SSE_BUS_START: BusStartError,
   TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError,
-  TOWER_SSE_ALREADY_REGISTERED: AlreadyRegisteredError
+  TOWER_SSE_ALREADY_REGISTERED: AlreadyRegisteredError,
+  TOWER_SSE_HOST_NOT_ALLOWED: HostNotAllowedError,
+  TOWER_SSE_ORIGIN_NOT_ALLOWED: OriginNotAllowedError
 })

@@ -6,6 +6,7 @@ import type {
 import fp from 'fastify-plugin'
 import { ActivityLog } from './activity-log'
 import { Admission } from './admission/admission'
+import { streamGuard } from './admission/request-guard'
 import { takeOverClosingRequests } from './closing-takeover'
 import { AlreadyRegisteredError } from './errors'
 import { normalizeOptions, type TowerSseOptions } from './options'
@@ -83,9 +84,9 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     })
   }
 
-  // Every stream route's first onRequest hooks, in order: a per-request guard every stream must
-  // pass goes ahead of admission here.
-  const early = [admission.onRequest]
+  // Every stream route's first onRequest hooks, in order: the Host/Origin guard (a refused request
+  // is never counted by admission), then admission's cheap early check.
+  const early = [streamGuard(options), admission.onRequest]
   // Each stream route of this context (and of contexts below without their own registration)
   // shares this registry: one capacity, one heartbeat, one bus.
   addStreamRoutes(fastify, new StreamOpener(registry, admission, counts, options, turn), options, early, (instance) => instance.sse === hub)
@@ -118,13 +119,16 @@ export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export type { NormalizedOptions } from './options'
 export { isValidTopic } from './subscription'
+export { streamGuard, parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
+export type { StreamGuardOptions } from './admission/request-guard'
 export { IDEMPOTENCY_KEY } from './registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError,
+  HostNotAllowedError, OriginNotAllowedError
 } from './errors'
-export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent } from './options'
+export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
 export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
 export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
 export type { TopicsFromRequest } from './subscription'
@@ -135,8 +139,8 @@ export type { BroadcastOptions, BroadcastResult } from './registry'
 export type { SseStats } from './outcomes'
 export type { SseHub } from './hub'
 export type { BusStats } from './bus/bus'
-// The connection the Redis bus makes from a URL (redis://, rediss://, redis+sentinel://), for an app's own Redis needs.
-export { createRedisConnection, parseRedisUrl, redactRedisUrl, RESTART_ATTEMPT, restartWhenEnded } from './bus/redis-connection'
+// The `redis` option's URL, read and shown without its password; the connection itself is `tower-sse/redis`.
+export { parseRedisUrl, redactRedisUrl } from './bus/redis-url'
 export { encodeEvent, encodeRetry } from './encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

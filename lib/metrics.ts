@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import type { MetricsRegistryLike } from './options'
 import { CLOSE_CAUSES, type SseStats } from './outcomes'
 import type { BroadcastTimer } from './registry'
 
@@ -29,11 +30,13 @@ const BROADCAST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 
  * Returns the function that removes them again (the plugin calls it on close).
  */
 export function registerMetrics (
-  target: Registry,
+  target: MetricsRegistryLike,
   source: MetricsSource,
   bus?: BusStateProvider
 ): () => void {
-  const registers = [target]
+  // The shape was checked at register time; the app's prom-client may be another copy than ours.
+  const registry = target as Registry
+  const registers = [registry]
   const names: string[] = []
   const gauge = (name: string, help: string, read: () => number, aggregator: 'sum' | 'max' | 'min' = 'sum'): void => {
     names.push(name)
@@ -96,6 +99,6 @@ export function registerMetrics (
     counter('tower_sse_bus_reads_total', 'Reads from the bus storage (resumes the local history could not cover).', () => bus()?.reads ?? 0)
   }
   return () => {
-    for (const name of names) target.removeSingleMetric(name)
+    for (const name of names) registry.removeSingleMetric(name)
   }
 }

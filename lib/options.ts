@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify'
-import type { Registry } from 'prom-client'
 import type { RandomSource } from './jitter'
 import type { TopicsFromRequest } from './subscription'
 import { defaultKeyFn, type KeyFn } from './request-key'
 import { TowerSseOptionError } from './errors'
-import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-connection'
+import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-url'
+import { parseAllowedHost } from './admission/request-guard'
 
 export { TowerSseOptionError }
 
@@ -36,6 +36,17 @@ export interface RedisClientLike {
   readonly status: string
   duplicate: (...args: never[]) => unknown
   evalsha: (...args: never[]) => unknown
+}
+
+/**
+ * A prom-client Registry (`new Registry()` or `register`), seen structurally so the types need no
+ * prom-client (an optional peer dependency); register time checks the same shape.
+ */
+export interface MetricsRegistryLike {
+  registerMetric: (...args: never[]) => unknown
+  getSingleMetric: (...args: never[]) => unknown
+  removeSingleMetric: (...args: never[]) => unknown
+  metrics: (...args: never[]) => unknown
 }
 
 export interface TowerSseOptions {
@@ -99,7 +110,7 @@ export interface TowerSseOptions {
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
-  metrics?: Registry
+  metrics?: MetricsRegistryLike
   /**
    * The Redis bus: a `redis://` / `rediss://` URL, a Sentinel URL
    * (`redis+sentinel://host:port,host:port/mastername`, see docs/bus-operations.md) or an ioredis client. Every instance given the
@@ -119,9 +130,13 @@ export interface TowerSseOptions {
    * receives, every stream here gets a resync and ends with a jittered retry (again each such spell).
    */
   busDeafCloseMs?: number
+  /** Hosts the stream route answers (`name`, `*.domain`, an IP, `*`); any other Host → 403. Absent: any. */
+  allowedHosts?: readonly string[]
+  /** Exact origins (`https://app.example:8443`) whose pages may open the stream; another Origin → 403. Absent: any. */
+  allowedOrigins?: readonly string[]
 }
 
-type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis'
+type OptionalHooks = 'initialEvent' | 'topicsFromRequest' | 'metrics' | 'redis' | 'allowedHosts' | 'allowedOrigins'
 export type NormalizedOptions = Required<Omit<TowerSseOptions, OptionalHooks>> & Pick<TowerSseOptions, OptionalHooks>
 
 /** Every default in one place; the README's options table mirrors this object. */
@@ -193,7 +208,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
 const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
-const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis'])
+const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis', 'allowedHosts', 'allowedOrigins'])
 const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
 function integer (name: string, value: unknown, rule: IntegerRule): number {
@@ -221,7 +236,7 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     throw new TowerSseOptionError('path', path, 'a URL path as sent on the wire: "/" then A-Z a-z 0-9 and - . _ ~ ! $ & \' ( ) + , ; = : @ / ' +
       '(no space, ?, #, %, *, non-ASCII, or "." and ".." segments)')
   }
-  const numbers = {} as Record<keyof typeof INTEGER_RULES, number>
+  const numbers = {} as Numbers
   for (const key of Object.keys(INTEGER_RULES) as Array<keyof typeof INTEGER_RULES>) {
     numbers[key] = integer(key, pick(key), INTEGER_RULES[key])
   }
@@ -229,21 +244,13 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   if (rejectWith !== '503' && rejectWith !== 'retry') {
     throw new TowerSseOptionError('rejectWith', rejectWith, 'either "503" or "retry"')
   }
-  if (numbers.maxRetryAfterSeconds < numbers.retryAfterSeconds) {
-    throw new TowerSseOptionError('maxRetryAfterSeconds', numbers.maxRetryAfterSeconds, `at least retryAfterSeconds (${numbers.retryAfterSeconds})`)
-  }
-  if (numbers.tarpitJitterMs >= numbers.tarpitMs && numbers.tarpitMs > 0) {
-    throw new TowerSseOptionError('tarpitJitterMs', numbers.tarpitJitterMs, `less than tarpitMs (${numbers.tarpitMs})`)
-  }
-  if (numbers.retryJitterMs > numbers.retryMs) {
-    throw new TowerSseOptionError('retryJitterMs', numbers.retryJitterMs, `at most retryMs (${numbers.retryMs})`)
-  }
-  if (numbers.maxAgeMs > 0 && numbers.maxAgeJitterMs >= numbers.maxAgeMs) {
-    throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, `less than maxAgeMs (${numbers.maxAgeMs})`)
-  }
-  if (numbers.maxAgeMs + numbers.maxAgeJitterMs > 2 ** 31 - 1) {
-    throw new TowerSseOptionError('maxAgeJitterMs', numbers.maxAgeJitterMs, 'small enough that maxAgeMs + maxAgeJitterMs fits a timer (2^31 - 1 ms)')
-  }
+  const pair = related(given, numbers)
+  pair('maxRetryAfterSeconds', 'at least', 'retryAfterSeconds', 'at most', (n) => n.maxRetryAfterSeconds >= n.retryAfterSeconds)
+  pair('tarpitJitterMs', 'less than', 'tarpitMs', '0 or more than', (n) => n.tarpitMs === 0 || n.tarpitJitterMs < n.tarpitMs)
+  pair('retryJitterMs', 'at most', 'retryMs', 'at least', (n) => n.retryJitterMs <= n.retryMs)
+  pair('maxAgeJitterMs', 'less than', 'maxAgeMs', '0 or more than', (n) => n.maxAgeMs === 0 || n.maxAgeJitterMs < n.maxAgeMs)
+  pair('maxAgeJitterMs', 'small enough to fit a timer (2^31 - 1 ms) when added to', 'maxAgeMs', 'small enough to fit a timer (2^31 - 1 ms) when added to',
+    (n) => n.maxAgeMs + n.maxAgeJitterMs <= 2 ** 31 - 1)
   const redisKey = pick('redisKey')
   if (typeof redisKey !== 'string' || !REDIS_KEY.test(redisKey)) {
     throw new TowerSseOptionError('redisKey', redisKey, '1-100 characters of A-Z a-z 0-9 _ . : - { }')
@@ -259,6 +266,9 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     metrics: metricsRegistry(given.metrics),
     redisKey,
     redis: redisOption(given.redis),
+    allowedHosts: list('allowedHosts', given.allowedHosts, (entry) => parseAllowedHost(entry) !== null,
+      'host names, IP addresses, *.domain or * (no port)'),
+    allowedOrigins: list('allowedOrigins', given.allowedOrigins, isExactOrigin, 'exact origins: scheme://host[:port], no path'),
     ...numbers,
     initialEvent: hook<InitialEvent>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
@@ -267,16 +277,52 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
   }
 }
 
-// Checked by shape, not instanceof: the application's prom-client may be another copy than ours.
-const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric', 'metrics'] as const
+type Numbers = Record<keyof typeof INTEGER_RULES, number>
 
-function metricsRegistry (value: unknown): Registry | undefined {
+/**
+ * A rule between two options. The error names the one the user set — `{ maxAgeMs: 60000 }` is
+ * refused as maxAgeMs, not as the maxAgeJitterMs default it collides with — and says when the
+ * other value is a default. With both set (or neither), the dependent one (`a`) is named.
+ */
+function related (given: Record<string, unknown>, numbers: Numbers): (a: keyof Numbers, aMust: string, b: keyof Numbers, bMust: string, holds: (n: Numbers) => boolean) => void {
+  const set = (key: string): boolean => given[key] !== undefined
+  return (a: keyof Numbers, aMust: string, b: keyof Numbers, bMust: string, holds: (n: Numbers) => boolean): void => {
+    if (holds(numbers)) return
+    const [name, must, other] = set(b) && !set(a) ? [b, bMust, a] : [a, aMust, b]
+    const note = set(other) ? '' : `, its default: set ${other} too`
+    throw new TowerSseOptionError(name, numbers[name], `${must} ${other} (${numbers[other]}${note})`)
+  }
+}
+
+/** An origin as a browser sends it: `new URL()` gives it back unchanged (lower case, no default port, no path). */
+function isExactOrigin (entry: string): boolean {
+  try {
+    const { origin } = new URL(entry)
+    return origin !== 'null' && origin === entry
+  } catch {
+    return false
+  }
+}
+
+function list (name: string, value: unknown, ok: (entry: string) => boolean, expected: string): readonly string[] | undefined {
+  if (value === undefined) return undefined
+  const bad = Array.isArray(value) ? value.find((entry) => typeof entry !== 'string' || !ok(entry)) : value
+  if (!Array.isArray(value) || bad !== undefined || value.length === 0) {
+    throw new TowerSseOptionError(name, Array.isArray(value) && bad !== undefined ? bad : value, `a non-empty array of ${expected}`)
+  }
+  return Object.freeze([...value as string[]])
+}
+
+// Checked by shape, not instanceof: the application's prom-client may be another copy than ours.
+const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric', 'metrics'] as const satisfies ReadonlyArray<keyof MetricsRegistryLike>
+
+function metricsRegistry (value: unknown): MetricsRegistryLike | undefined {
   if (value === undefined) return undefined
   const candidate = value as Record<string, unknown> | null
   if (typeof candidate !== 'object' || candidate === null || !REGISTRY_METHODS.every((name) => typeof candidate[name] === 'function')) {
     throw new TowerSseOptionError('metrics', value, 'a prom-client Registry (new Registry() or register)')
   }
-  return value as Registry
+  return value as MetricsRegistryLike
 }
 
 function redisOption (value: unknown): string | RedisClientLike | undefined {

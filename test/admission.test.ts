@@ -74,16 +74,14 @@ t.test('admission is on the SSE route only: other routes answer normally at capa
   held.destroy()
 })
 
-t.test('when @fastify/under-pressure reports pressure, new streams are refused the same way', async (t) => {
+t.test('@fastify/under-pressure registered plainly: a stream gets tower-sse\'s refusal, other routes under-pressure\'s', async (t) => {
   let healthy = true
-  const app = Fastify()
-  await app.register(UnderPressure, {
-    healthCheck: async () => healthy,
-    healthCheckInterval: 10,
-    // Let under-pressure's own hook pass so the refusal seen is tower-sse's.
-    pressureHandler: () => undefined
-  })
+  const errors: string[] = []
+  const logger = { level: 'error', stream: { write: (line: string) => { errors.push(line) } } }
+  const app = Fastify({ logger })
+  await app.register(UnderPressure, { healthCheck: async () => healthy, healthCheckInterval: 10 })
   await app.register(towerSse, { maxClients: 10 })
+  app.get('/other', async () => 'ok')
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   const port = (app.server.address() as { port: number }).port
@@ -96,6 +94,10 @@ t.test('when @fastify/under-pressure reports pressure, new streams are refused t
   t.ok(Number(during.headers['retry-after']) >= 5, 'with a Retry-After')
   await during.ended
   t.match(JSON.parse(during.body), { code: 'TOWER_SSE_PRESSURE', message: /under pressure/ })
+  t.equal(app.sse.stats().refusals.pressure, 1, 'counted as a pressure refusal')
+  const other = await fetch(`http://127.0.0.1:${port}/other`)
+  t.same([other.status, (await other.json() as { code: string }).code], [503, 'FST_UNDER_PRESSURE'], 'another route still gets under-pressure\'s own answer')
+  t.equal(errors.filter((line) => line.includes('TOWER_SSE') || line.includes('/api/events')).length, 0, 'no error log line for the refused stream')
   t.equal(before.isEnded(), false, 'pressure refuses new streams, it does not close open ones')
   before.destroy()
 })

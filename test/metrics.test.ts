@@ -56,7 +56,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   const metrics = new Registry()
   // return503OnClosing false: during the drain, requests reach tower-sse (the "closing" refusal) and /metrics.
   const app = Fastify({ logger: false, return503OnClosing: false })
-  await app.register(UnderPressure, { healthCheck: async () => healthy, healthCheckInterval: 10, pressureHandler: () => undefined })
+  await app.register(UnderPressure, { healthCheck: async () => healthy, healthCheckInterval: 10 })
   await app.register(towerSse, {
     metrics,
     maxClients: 5,

@@ -30,6 +30,16 @@ const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
   ['maxBufferedBytes', { maxBufferedBytes: 0 }, /option "maxBufferedBytes" .* got 0/],
   ['maxStalledHeartbeats', { maxStalledHeartbeats: 0 }, /option "maxStalledHeartbeats" .* got 0/],
   ['initialEvent', { initialEvent: 'hello' }, /option "initialEvent" must be a function .* got "hello"/],
+  // One option set against the default of its pair: the error names the option the user set.
+  ['maxAgeMs', { maxAgeMs: 60000 }, /option "maxAgeMs" must be 0 or more than maxAgeJitterMs \(60000, its default: set maxAgeJitterMs too\), got 60000/],
+  ['retryMs', { retryMs: 500 }, /option "retryMs" must be at least retryJitterMs \(1000, its default: set retryJitterMs too\), got 500/],
+  ['tarpitMs', { tarpitMs: 1000 }, /option "tarpitMs" must be 0 or more than tarpitJitterMs \(1500, its default: set tarpitJitterMs too\), got 1000/],
+  ['retryAfterSeconds', { retryAfterSeconds: 120 },
+    /option "retryAfterSeconds" must be at most maxRetryAfterSeconds \(60, its default: set maxRetryAfterSeconds too\), got 120/],
+  ['maxAgeMs', { maxAgeMs: 2 ** 31 - 1 }, /option "maxAgeMs" must be small enough to fit a timer \(2\^31 - 1 ms\) when added to maxAgeJitterMs \(60000, its default/],
+  ['maxAgeJitterMs', { maxAgeJitterMs: 300_000 }, /option "maxAgeJitterMs" must be less than maxAgeMs \(300000, its default: set maxAgeMs too\), got 300000/],
+  ['tarpitJitterMs', { tarpitMs: 1000, tarpitJitterMs: 1000 }, /option "tarpitJitterMs" must be less than tarpitMs \(1000\), got 1000/],
+  ['maxRetryAfterSeconds', { maxRetryAfterSeconds: 3, retryAfterSeconds: 4 }, /option "maxRetryAfterSeconds" must be at least retryAfterSeconds \(4\), got 3/],
   ['random', { random: 4 }, /option "random" must be a function .* got 4/],
   ['maxclients', { maxclients: 5 }, /option "maxclients" must be one of the known options \(.*maxClients.*\), got 5/]
 ]

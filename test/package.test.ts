@@ -1,43 +1,22 @@
 import { execFile, spawn } from 'node:child_process'
-import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { request } from './fixtures/tower'
 import { waitFor } from './fixtures/sse-connection'
-import { builtDist } from './fixtures/tower-cli'
+import { packAndInstall } from './fixtures/packed'
 
 const run = promisify(execFile)
-const ROOT = path.resolve(__dirname, '..')
 const FIXTURES = path.join(__dirname, 'fixtures', 'package')
-
-/**
- * The package as a user gets it: the repository's build (npm ci runs it) copied into a staging
- * directory, packed, and installed into an empty project together with fastify — once, for every
- * test below. npm pack's own build is skipped (--ignore-scripts): it would write dist/ while other
- * tests run from it.
- */
-async function packAndInstall (dir: string): Promise<{ app: string, files: string[] }> {
-  const stage = path.join(dir, 'stage')
-  cpSync(builtDist(), path.join(stage, 'dist'), { recursive: true })
-  for (const file of ['package.json', 'README.md', 'LICENSE']) copyFileSync(path.join(ROOT, file), path.join(stage, file))
-  const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: stage })
-  const [{ filename, files }] = JSON.parse(packed.stdout) as Array<{ filename: string, files: Array<{ path: string }> }>
-  const app = path.join(dir, 'app')
-  rmSync(app, { recursive: true, force: true })
-  await run('mkdir', ['-p', app])
-  writeFileSync(path.join(app, 'package.json'), '{ "name": "uses-tower-sse", "private": true }\n')
-  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', path.join(dir, filename), 'fastify@^5'], { cwd: app })
-  for (const example of ['example.mjs', 'example.cjs']) copyFileSync(path.join(FIXTURES, example), path.join(app, example))
-  return { app, files: files.map((f) => f.path) }
-}
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'tower-sse-package-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 
 t.test('npm pack + install into an empty project', async (t) => {
   const { app, files } = await packAndInstall(dir)
+  for (const example of ['example.mjs', 'example.cjs']) copyFileSync(path.join(FIXTURES, example), path.join(app, example))
 
   t.test('the tarball holds the build, Tower\'s assets and nothing else', async (t) => {
     for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/client/index.js', 'dist/client-esm/index.js', 'dist/errors.js',
@@ -50,7 +29,10 @@ t.test('npm pack + install into an empty project', async (t) => {
 
   t.test('dependencies are exactly what the published code imports', async (t) => {
     const manifest = JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'package.json'), 'utf8'))
-    t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin', 'find-my-way', 'pino-pretty'])
+    t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin'],
+      'the plugin\'s and the client\'s only: Tower\'s pino-pretty is not one, and its router is Fastify\'s own find-my-way')
+    const lifecycle = ['preinstall', 'install', 'postinstall', 'prepare', 'preprepare', 'postprepare', 'prepublish']
+    t.same(Object.keys(manifest.scripts ?? {}).filter((name) => lifecycle.includes(name)), [], 'no script runs when a user installs the package')
     t.same(manifest.peerDependenciesMeta, { '@fastify/under-pressure': { optional: true }, ioredis: { optional: true }, 'prom-client': { optional: true } },
       'under-pressure, ioredis and prom-client: used when present, never required')
     const installed = (name: string): boolean => {
@@ -62,6 +44,7 @@ t.test('npm pack + install into an empty project', async (t) => {
       }
     }
     t.equal(installed('uplot'), false, 'the dashboard\'s chart library is not installed with the plugin')
+    t.equal(installed('pino-pretty'), false, 'nor Tower\'s readable log lines')
     t.equal(installed('@fastify/under-pressure'), false)
     t.equal(installed('prom-client'), false)
     t.equal(installed('ioredis'), false)
@@ -69,7 +52,8 @@ t.test('npm pack + install into an empty project', async (t) => {
 
   t.test('the README\'s plugin example runs from the package (ESM), with the client', async (t) => {
     const { stdout } = await run(process.execPath, ['example.mjs'], { cwd: app })
-    t.same(JSON.parse(stdout), { seen: ['connected', 'hi'], codes: 'function' })
+    t.same(JSON.parse(stdout), { seen: ['connected', 'hi'], codes: 'function', crossSite: [415, 'FST_ERR_CTP_INVALID_MEDIA_TYPE'], foreignOrigin: 'TOWER_SSE_ORIGIN_NOT_ALLOWED', events: 1 },
+      'cross-site text/plain and a foreign Origin are refused on notify: only the JSON one was broadcast')
   })
 
   t.test('CommonJS: require(\'tower-sse\') is the plugin, and the client requires too', async (t) => {
@@ -94,5 +78,12 @@ t.test('npm pack + install into an empty project', async (t) => {
     t.equal(JSON.parse(metrics.body).code, 'TOWER_METRICS_UNAVAILABLE')
     child.kill('SIGTERM')
     t.equal(await exited, 0, 'SIGTERM: exit 0')
+  })
+
+  t.test('the tower bin asked for readable lines without pino-pretty says how to get them', async (t) => {
+    const failed = await run(path.join(app, 'node_modules', '.bin', 'tower'), ['--port', '0', '--log-format', 'pretty'], { cwd: app })
+      .then(() => null, (err: { code: number, stderr: string }) => err)
+    t.equal(failed?.code, 1)
+    t.match(failed?.stderr, /^tower: log format pretty needs pino-pretty, .*: npm install pino-pretty, or use --log-format json\n$/)
   })
 })

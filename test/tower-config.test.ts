@@ -77,7 +77,7 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['a log format in the wrong case', [], { TOWER_LOG_FORMAT: 'JSON' }, 'TOWER_LOG_FORMAT must be pretty or json, got "JSON"'],
   ['a string option refused by the plugin', ['--reject-with', 'evict'], {}, '--reject-with: option "rejectWith"'],
   ['a default made invalid by another value', ['--retry-ms', '500'], {},
-    'option "retryJitterMs" must be at most retryMs (500), got 1000 (retryJitterMs is the default here; set --retry-jitter-ms or TOWER_SSE_RETRY_JITTER_MS)'],
+    '--retry-ms: option "retryMs" must be at least retryJitterMs (1000, its default: set retryJitterMs too), got 500'],
   ['the stream on the stats route', ['--path', '/api/events/stats'], {},
     '--path: "/api/events/stats" is the stats route; the event stream needs a path of its own'],
   ['the stream on the metrics route', ['--path', '/metrics'], {},
@@ -155,14 +155,15 @@ t.test('log format: forced by --log-format or TOWER_LOG_FORMAT, else pretty only
   t.equal(parseConfig([], { TOWER_LOG_FORMAT: 'json' }).logFormat, 'json')
   t.equal(parseConfig(['--log-format=json'], { TOWER_LOG_FORMAT: 'pretty' }).logFormat, 'json', 'the flag wins')
   t.match(usage(), /--log-format pretty\|json\s+TOWER_LOG_FORMAT\s+pretty on a terminal, else json/)
-  // [forced, stdout is a terminal, NODE_ENV] → format
+  // [forced, stdout is a terminal, NODE_ENV, pino-pretty installed] → format
   const cases: Array<[Parameters<typeof chooseLogFormat>, string]> = [
     [[undefined, true, undefined], 'pretty'],
     [[undefined, false, undefined], 'json'],
     [[undefined, true, 'production'], 'json'],
     [[undefined, true, 'development'], 'pretty'],
     [['json', true, undefined], 'json'],
-    [['pretty', false, 'production'], 'pretty']
+    [['pretty', false, 'production'], 'pretty'],
+    [[undefined, true, undefined, false], 'json']
   ]
   for (const [args, format] of cases) t.equal(chooseLogFormat(...args), format, JSON.stringify(args))
 })

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, RouteOptions } from 'fastify'
+import { UNDER_PRESSURE_ROUTE_CONFIG } from '../admission/under-pressure'
 import { TowerSseOptionError } from '../errors'
 import type { NormalizedOptions } from '../options'
 import type { StreamOpener, StreamRouteOptions, SubscribeOptions } from './open'
@@ -47,7 +48,8 @@ export function addStreamRoutes (
     const settings = routeSettings(setting, `${String(route.method)} ${route.url}`)
     const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]
     route.onRequest = [...early, ...own]
-    route.config = { ...route.config, [ROUTE_SETTINGS]: settings } as RouteOptions['config']
+    // under-pressure's per-route handler first (the app's own config wins): admission answers pressure itself.
+    route.config = { ...UNDER_PRESSURE_ROUTE_CONFIG, ...route.config, [ROUTE_SETTINGS]: settings } as RouteOptions['config']
   })
   if (options.path === false) return
   fastify.route({

@@ -4,6 +4,7 @@ import { TowerMetricsUnavailableError } from './errors'
 import towerSse, { DEFAULTS, type TowerSseOptions } from '../index'
 import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
+import { requireOptional } from './optional'
 import { DEFAULT_ALLOWED_HOSTS, guardRequests } from './request-guard'
 import { staticAssets } from './static-assets'
 import { readyRoute } from './ready-route'
@@ -50,13 +51,8 @@ class QuietLogController extends LogController {
  * without it and /metrics says how to turn it on.
  */
 function metricsRegistry (): Registry | null {
-  let prom: typeof import('prom-client')
-  try {
-    prom = require('prom-client') as typeof import('prom-client')
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && /'prom-client'/.test((err as Error).message)) return null
-    throw err
-  }
+  const prom = requireOptional<typeof import('prom-client')>('prom-client')
+  if (prom === null) return null
   const registry = new prom.Registry()
   prom.collectDefaultMetrics({ register: registry })
   return registry

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildTower } from './app'
 import { runPrimary } from './cluster'
 import { describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
-import { chooseLogFormat, towerLogger } from './logging'
+import { chooseLogFormat, loadPinoPretty, towerLogger } from './logging'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
 import { redactRedisUrl } from '../index'
 
@@ -54,8 +54,9 @@ async function main (): Promise<void> {
     runPrimary({ workers: config.workers, stopWithinMs: config.limits.drainMs + CLOSE_MARGIN_MS * 2, say: (line) => process.stdout.write(`${line}\n`), fail })
     return
   }
+  const pretty = loadPinoPretty()
   const app = buildTower({
-    logger: towerLogger(chooseLogFormat(config.logFormat, process.stdout.isTTY === true, process.env.NODE_ENV)),
+    logger: towerLogger(chooseLogFormat(config.logFormat, process.stdout.isTTY === true, process.env.NODE_ENV, pretty !== null), pretty),
     sse: config.sse,
     allowedHosts: config.allowedHosts,
     token: config.token,

@@ -1,9 +1,8 @@
 import { isIP } from 'node:net'
-import { DEFAULTS, normalizeOptions, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
+import { DEFAULTS, normalizeOptions, parseAllowedHost, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
 import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { LOG_FORMATS, type LogFormat } from './logging'
-import { parseAllowedHost } from './request-guard'
 import { routeProblem } from './routes'
 import { shadowedFileRoute } from './static-assets'
 
@@ -259,12 +258,9 @@ function validate (sse: TowerSseOptions, sources: Map<string, string>): Normaliz
   } catch (err) {
     if (!(err instanceof TowerSseOptionError)) throw err
     const reason = err.message.replace(/^tower-sse: /, '')
+    // The plugin names the option that was set (a combination rule with a default included).
     const source = sources.get(err.option)
-    const spec = OPTION_SPECS.find((s) => s.key === err.option)
-    if (source !== undefined) throw new TowerConfigError(`${source}: ${reason}`)
-    // A combination rule refused a default: say which setting would change it.
-    const hint = spec === undefined ? '' : ` (${err.option} is the default here; set ${spec.flag} or ${spec.env})`
-    throw new TowerConfigError(reason + hint)
+    throw new TowerConfigError(source === undefined ? reason : `${source}: ${reason}`)
   }
 }
 

@@ -2,7 +2,8 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { backoffDelayMs, type RandomSource } from '../client/index'
-import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded, type SseStats } from '../index'
+import type { SseStats } from '../index'
+import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from '../redis'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */

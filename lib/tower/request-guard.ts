@@ -1,59 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
-import { isIPv6 } from 'node:net'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { isAllowedHost, parseHost } from '../index'
 import { TowerCrossSiteError, TowerHostNotAllowedError, TowerTokenRequiredError } from './errors'
 
 /** Always answered: a page can only reach these names from this machine. */
 export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze(['localhost', '*.localhost', '127.0.0.1', '[::1]'])
-
-/** Letters, digits, `-` and `_` labels joined by dots (IPv4 addresses included); lower case. */
-const HOST_NAME = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/
-
-/**
- * The host name of a Host header (or of an allowlist entry, `withPort` false): lower case,
- * without the port or a trailing dot, an IPv6 address in brackets. null when it is missing or
- * anything but one well-formed host — the request is then refused, never guessed at.
- */
-export function parseHost (value: string | undefined, withPort = true): string | null {
-  if (value === undefined) return null
-  const text = value.toLowerCase()
-  let host: string
-  let rest: string
-  if (text.startsWith('[')) {
-    const close = text.indexOf(']')
-    if (close === -1 || !isIPv6(text.slice(1, close))) return null
-    host = text.slice(0, close + 1)
-    rest = text.slice(close + 1)
-  } else {
-    const colon = text.indexOf(':')
-    host = colon === -1 ? text : text.slice(0, colon)
-    rest = colon === -1 ? '' : text.slice(colon)
-    if (host.endsWith('.')) host = host.slice(0, -1)
-    if (!HOST_NAME.test(host)) return null
-  }
-  if (rest === '') return host
-  return withPort && /^:\d{1,5}$/.test(rest) ? host : null
-}
-
-/**
- * Reads one allowlist entry: a host name or address, `[v6]` or a bare IPv6 address, `*.domain`
- * for every name under the domain, or `*` for any host. Returns the normalised entry, or null.
- */
-export function parseAllowedHost (entry: string): string | null {
-  const text = entry.trim()
-  if (text === '*') return text
-  if (text.startsWith('*.')) {
-    const domain = parseHost(text.slice(2), false)
-    return domain === null || domain.startsWith('[') ? null : `*.${domain}`
-  }
-  return parseHost(isIPv6(text) ? `[${text}]` : text, false)
-}
-
-/** Whether `host` (from parseHost) is on the list (of parseAllowedHost entries). */
-export function isAllowedHost (host: string, allowed: readonly string[]): boolean {
-  return allowed.some((entry) => entry === '*' || entry === host ||
-    (entry.startsWith('*.') && host.endsWith(entry.slice(1))))
-}
 
 export interface RequestGuardOptions {
   /** Every host to answer (see parseAllowedHost), defaults included. */

@@ -1,4 +1,4 @@
-import FindMyWay from 'find-my-way'
+import { FindMyWay } from './router'
 
 /** Tower's own routes beside the event stream, named once for the route modules and the config check. */
 export const TOWER_ROUTES = Object.freeze({

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import type { FastifyPluginCallback, FastifyReply } from 'fastify'
-import FindMyWay from 'find-my-way'
+import { FindMyWay } from './router'
 import { TOWER_ROUTES } from './routes'
 
 // lib/tower (tests) and dist/tower (npm start, the package) are both two levels below the package

@@ -1,0 +1,104 @@
+/**
+ * Where Redis is, parsed from the one URL the `redis` option and Tower's --redis take:
+ * `redis://` / `rediss://` (one server), or the Sentinel form
+ * `redis+sentinel://[user:pass@]host:port[,host:port…]/mastername[?db=N&sentinelUsername=…&sentinelPassword=…]`
+ * (`rediss+sentinel://` for TLS to the sentinels and the primary). The sentinels name the primary,
+ * and ioredis follows it through a failover.
+ */
+export type RedisTarget =
+  | { kind: 'server', url: string }
+  | {
+    kind: 'sentinel'
+    sentinels: Array<{ host: string, port: number }>
+    name: string
+    tls: boolean
+    db: number
+    username?: string
+    password?: string
+    sentinelUsername?: string
+    sentinelPassword?: string
+  }
+
+/**
+ * A URL that is not one of the forms above. `expected` completes "must be …" and names what is
+ * wrong (never a password); the option check wraps it in the plugin's coded option error.
+ */
+export class RedisUrlError extends Error {
+  constructor (readonly expected: string) {
+    super(`the Redis URL must be ${expected}`)
+    this.name = 'RedisUrlError'
+  }
+}
+
+const SENTINEL_URL = 'a redis+sentinel:// URL'
+
+const SENTINEL_SCHEMES = new Map([['redis+sentinel:', false], ['rediss+sentinel:', true]])
+const SENTINEL_PARAMS = new Set(['db', 'sentinelUsername', 'sentinelPassword'])
+/** Redis's `databases` setting is a C int; which numbers exist is the server's to say. */
+const MAX_DB = 2 ** 31 - 1
+// A master name as sentinel.conf accepts it: no spaces or slashes (it sits in a config line).
+const MASTER_NAME = /^[A-Za-z0-9._:-]{1,100}$/
+const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/
+
+/** The URL as it may be shown in a log line or an error: no userinfo, no sentinelPassword. */
+export function redactRedisUrl (url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//***@').replace(/([?&]sentinelPassword=)[^&]*/g, '$1***')
+}
+
+function decode (what: string, text: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw new RedisUrlError(`${SENTINEL_URL} with valid percent-encoding in its ${what}`)
+  }
+}
+
+/** Validates the URL; throws RedisUrlError naming what is wrong. */
+export function parseRedisUrl (url: string): RedisTarget {
+  const scheme = /^([a-z+]+:)\/\//i.exec(url)?.[1].toLowerCase()
+  if (scheme === 'redis:' || scheme === 'rediss:') {
+    try {
+      // Only checked here; ioredis parses the URL itself.
+      void new URL(url)
+    } catch {
+      throw new RedisUrlError(`a valid ${scheme}// URL`)
+    }
+    return { kind: 'server', url }
+  }
+  const tls = scheme === undefined ? undefined : SENTINEL_SCHEMES.get(scheme)
+  if (tls === undefined) throw new RedisUrlError('a redis://, rediss:// or redis+sentinel:// URL')
+  const rest = url.slice(scheme?.length ?? 0).slice(2)
+  const slash = rest.indexOf('/')
+  if (slash === -1) throw new RedisUrlError(`${SENTINEL_URL} with /mastername after the sentinels`)
+  const authority = rest.slice(0, slash)
+  const [path, query = ''] = rest.slice(slash + 1).split(/\?(.*)/s, 2)
+  const at = authority.lastIndexOf('@')
+  const hosts = authority.slice(at + 1)
+  const target: Extract<RedisTarget, { kind: 'sentinel' }> = { kind: 'sentinel', sentinels: [], name: '', tls, db: 0 }
+  if (at !== -1) {
+    const userinfo = authority.slice(0, at)
+    const colon = userinfo.indexOf(':')
+    const username = decode('user name', colon === -1 ? userinfo : userinfo.slice(0, colon))
+    if (username !== '') target.username = username
+    if (colon !== -1) target.password = decode('password', userinfo.slice(colon + 1))
+  }
+  for (const entry of hosts.split(',')) {
+    const match = HOST_PORT.exec(entry)
+    if (match === null) throw new RedisUrlError(`${SENTINEL_URL} whose sentinels are host:port, not ${JSON.stringify(entry)}`)
+    const port = Number(match[2])
+    if (port < 1 || port > 65535) throw new RedisUrlError(`${SENTINEL_URL} whose sentinel ports are 1-65535, not ${JSON.stringify(entry)}`)
+    target.sentinels.push({ host: match[1].replace(/^\[|\]$/g, ''), port })
+  }
+  target.name = decode('master name', path)
+  if (!MASTER_NAME.test(target.name)) throw new RedisUrlError(`${SENTINEL_URL} whose master name is 1-100 characters of A-Z a-z 0-9 . _ : -, not ${JSON.stringify(target.name)}`)
+  for (const [key, value] of new URLSearchParams(query)) {
+    if (!SENTINEL_PARAMS.has(key)) throw new RedisUrlError(`${SENTINEL_URL} with no parameters besides ${[...SENTINEL_PARAMS].join(', ')}, not ${JSON.stringify(key)}`)
+    if (key === 'db') {
+      const db = Number(value)
+      if (!/^\d+$/.test(value) || db > MAX_DB) throw new RedisUrlError(`${SENTINEL_URL} whose db is an integer between 0 and ${MAX_DB}, not ${JSON.stringify(value)}`)
+      target.db = db
+    } else if (key === 'sentinelUsername') target.sentinelUsername = value
+    else target.sentinelPassword = value
+  }
+  return target
+}

@@ -1,0 +1,54 @@
+import { createParser, type EventSourceMessage } from 'eventsource-parser'
+import type { FastifyInstance, InjectOptions } from 'fastify'
+
+/** One stream opened with `fastify.inject`, read as a client would. */
+export interface InjectedStream {
+  readonly statusCode: number
+  readonly headers: Record<string, string | string[] | number | undefined>
+  /** The next `count` events (parsed with eventsource-parser; `retry:` and comments are not events). Rejects if the stream ends first. */
+  events: (count: number) => Promise<EventSourceMessage[]>
+  /** Leaves like a client: aborts the request; resolves once the server side has closed, so the slot is free. */
+  close: () => Promise<void>
+}
+
+/**
+ * `tower-sse/testing`: opens a stream with `app.inject` — no port. A plain inject() never resolves
+ * (a stream does not end), so the response is read as it comes (payloadAsStream); and destroying
+ * that payload stream never reaches the server (light-my-request's response is a copy), so close()
+ * aborts the request instead, which closes the server's response and frees the slot.
+ */
+export async function injectStream (app: FastifyInstance, request: string | InjectOptions): Promise<InjectedStream> {
+  const controller = new AbortController()
+  const options: InjectOptions = typeof request === 'string' ? { url: request } : request
+  const response = await app.inject({ method: 'GET', ...options, payloadAsStream: true, signal: controller.signal })
+  const serverSide = response.raw.res
+  const closed = new Promise<void>((resolve) => {
+    if (serverSide.closed) resolve()
+    else serverSide.once('close', () => resolve())
+  })
+  const queue: EventSourceMessage[] = []
+  let ended = false
+  let wake = (): void => {}
+  const parser = createParser({ onEvent: (event) => { queue.push(event); wake() } })
+  const body = response.stream()
+  body.setEncoding('utf8')
+  body.on('data', (chunk: string) => parser.feed(chunk))
+  body.once('end', () => { ended = true; wake() })
+  return {
+    statusCode: response.statusCode,
+    headers: response.headers,
+    async events (count) {
+      while (queue.length < count) {
+        if (ended) throw new Error(`tower-sse/testing: the stream ended after ${queue.length} of ${count} events`)
+        await new Promise<void>((resolve) => { wake = resolve })
+      }
+      return queue.splice(0, count)
+    },
+    async close () {
+      controller.abort()
+      await closed
+    }
+  }
+}
+
+export type { EventSourceMessage }

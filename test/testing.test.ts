@@ -1,0 +1,40 @@
+import t from 'tap'
+import Fastify from 'fastify'
+import towerSse from '../lib/index'
+import { injectStream } from '../lib/testing'
+
+t.test('tower-sse/testing: a stream through inject, read event by event, closed, its slot freed', async (t) => {
+  const app = Fastify()
+  await app.register(towerSse, { maxClients: 1, initialEvent: (client) => ({ data: { type: 'connected', id: client.id } }) })
+  t.teardown(() => app.close())
+  const stream = await injectStream(app, '/api/events?topics=news')
+  t.equal(stream.statusCode, 200)
+  t.match(stream.headers['content-type'], /^text\/event-stream/)
+  const [connected] = await stream.events(1)
+  t.match(JSON.parse(connected.data), { type: 'connected' })
+  await app.sse.broadcast({ n: 1 }, { event: 'note', topic: 'news' })
+  await app.sse.broadcast({ n: 2 }, { event: 'note', topic: 'news' })
+  const notes = await stream.events(2)
+  t.same(notes.map((e) => [e.event, JSON.parse(e.data).n]), [['note', 1], ['note', 2]], 'in order, each once')
+  t.equal(app.sse.size, 1)
+  await stream.close()
+  t.equal(app.sse.size, 0, 'close() resolves once the slot is free')
+  t.equal(app.sse.stats().disconnected, 1)
+  const next = await injectStream(app, '/api/events')
+  t.equal(next.statusCode, 200, 'so the one slot admits the next stream')
+  await next.close()
+})
+
+t.test('a refused stream: its status and body, and events() says the stream ended', async (t) => {
+  const app = Fastify()
+  await app.register(towerSse, { maxClients: 1 })
+  t.teardown(() => app.close())
+  const held = await injectStream(app, { url: '/api/events', headers: { 'x-test': '1' } })
+  const refused = await injectStream(app, '/api/events')
+  t.equal(refused.statusCode, 503)
+  t.ok(Number(refused.headers['retry-after']) >= 1)
+  await t.rejects(refused.events(1), /the stream ended after 0 of 1 events/)
+  await refused.close()
+  await held.close()
+  t.equal(app.sse.size, 0)
+})
