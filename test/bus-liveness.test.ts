@@ -1,5 +1,6 @@
 import t from 'tap'
 import { received, DETECT_MS, RECOVER_MS, relayedPair as pair } from './fixtures/bus-instances'
+import { isReader } from './fixtures/fault-relay'
 import { waitFor } from './fixtures/sse-connection'
 import type { TestApp } from './fixtures/app'
 
@@ -26,7 +27,7 @@ t.test('a half-open partition of one instance: down within 5 s, up within 5 s of
 
 t.test('only the reader wedged (its socket leads nowhere, Redis and the publisher fine): detected, torn down and read on', async (t) => {
   const { relay, a, b, onA } = await pair(t)
-  relay.halfOpen((connection) => connection.sent.includes('xread'))
+  relay.halfOpen(isReader)
   for (let n = 1; n <= 3; n++) await b.app.sse.broadcast({ n })
   await waitFor('A to say down', () => state(a) === 'down', DETECT_MS)
   await waitFor('A to be up again', () => state(a) === 'up', RECOVER_MS)
