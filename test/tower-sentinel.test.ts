@@ -87,8 +87,15 @@ t.test('Tower on a Sentinel URL publishes, and publishes again after the primary
   await waitFor('the event published after the failover on the stream', () => stream.events.some((e) => e.data.includes('"after"')), 25_000)
     .catch((error: Error) => { throw new Error(`${error.message}; the stream got ${JSON.stringify(stream.events.map((e) => [e.event, e.id, e.data.slice(0, 60)]))}, answer ${answer?.body ?? 'none'}`) })
   t.same(stream.events.filter((e) => e.event !== 'resync').map((e) => JSON.parse(e.data).title ?? 'connected'), ['connected', 'before', 'after'], 'the open stream got both, in order, once')
-  const stats = JSON.parse((await request(port, 'GET', '/api/events/stats')).body) as TowerStats
-  t.same([stats.bus.state, stats.instances?.map((i) => i.bus)], ['up', ['up']], 'the instance board reads the new primary too')
+  // 'up' needs a probe read back by this instance's reader (the end-to-end proof), and the board
+  // shows what each instance last reported: both can trail the first publish the new primary took.
+  let stats: TowerStats | undefined
+  const bothUp = async (): Promise<boolean> => {
+    stats = JSON.parse((await request(port, 'GET', '/api/events/stats')).body) as TowerStats
+    return stats.bus.state === 'up' && stats.instances?.every((i) => i.bus === 'up') === true
+  }
+  for (let i = 0; i < 150 && !(await bothUp()); i++) await new Promise((resolve) => setTimeout(resolve, 100))
+  t.same([stats?.bus.state, stats?.instances?.map((i) => i.bus)], ['up', ['up']], 'the instance board reads the new primary too')
   stream.destroy()
   cli.child.kill('SIGTERM')
   t.same(await cli.exited, { code: 0, signal: null })
