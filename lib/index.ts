@@ -59,9 +59,9 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const counts = new StreamStats()
   const activity = new ActivityLog(counts, { windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
   const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, counts, createBus(options, fastify.log), options.random)
-  // Streams the registry ends while the bus is deaf get admission's jittered retry: (a closure: admission is made next).
-  await registry.start(() => admission.retryFrame())
   const admission = new Admission(fastify, registry, counts, options)
+  // Streams the registry ends while the bus is deaf get admission's jittered retry:.
+  await registry.start(() => admission.retryFrame())
   // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
   const turn = new TurnFlush()
   const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
