@@ -120,7 +120,7 @@ t.test('populations react to a stream and a refusal as their clients do', async 
   t.test('backoff: a refused client comes back after 1 s, then 2 s', async (t) => {
     const { port } = await serve(t, setupTowerSse, { maxClients: 1 })
     const counters = populate(t, startBackoffClients, port, 2)
-    await waitFor('the first retry to be refused', () => counters.snapshot().refused === 2, 4000)
+    await waitFor('the first retry to be refused', () => counters.snapshot().refused === 2, 8000)
     t.match(counters.snapshot(), { attempts: 3, opened: 1 })
   })
   t.test('client: tower-sse/client waits out Retry-After instead of coming back', async (t) => {
