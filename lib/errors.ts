@@ -1,6 +1,6 @@
 import createError from '@fastify/error'
 import { describe } from './client/describe'
-import { REFUSALS, type RefusalReason } from './outcomes'
+import { REFUSALS, type RefusalReason } from './observe/vocabulary'
 
 /**
  * Every error the plugin throws or sends, each with a stable `TOWER_SSE_*` `code` to match on

@@ -4,20 +4,20 @@ import type {
   RouteGenericInterface
 } from 'fastify'
 import fp from 'fastify-plugin'
-import { ActivityLog } from './activity-log'
+import { ActivityLog } from './observe/activity-log'
 import { Admission } from './admission/admission'
 import { streamGuard } from './admission/request-guard'
-import { takeOverClosingRequests } from './closing-takeover'
+import { takeOverClosingRequests } from './platform/request-takeover'
 import { AlreadyRegisteredError } from './errors'
 import { normalizeOptions, type TowerSseOptions } from './options'
-import type { SseStats } from './outcomes'
-import { createBus } from './bus/index'
-import { hubOf, type SseHub } from './hub'
-import { SseRegistry } from './registry'
-import { StreamStats } from './stats'
+import type { SseStats } from './observe/vocabulary'
+import { createBus } from './bus'
+import { hubOf, type SseHub } from './streams/hub'
+import { SseRegistry } from './streams/registry'
+import { StreamStats } from './observe/stats'
 import { StreamOpener } from './stream/open'
 import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } from './stream/routes'
-import { TurnFlush } from './turn-flush'
+import { WriteCoalescer } from './streams/write-coalescer'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -62,15 +62,15 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const admission = new Admission(fastify, registry, counts, options)
   // Streams the registry ends while the bus is deaf get admission's jittered retry:.
   await registry.start(() => admission.retryFrame())
-  // One flush per turn for every stream written to in that turn (see lib/turn-flush.ts).
-  const turn = new TurnFlush()
+  // One flush per turn for every stream written to in that turn (see lib/streams/write-coalescer.ts).
+  const turn = new WriteCoalescer()
   const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
   const hub = hubOf(registry, stats)
   fastify.decorate('sse', hub)
   if (options.path !== false) takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
-    const { registerMetrics } = require('./metrics') as typeof import('./metrics')
+    const { registerMetrics } = require('./observe/metrics') as typeof import('./observe/metrics')
     const busState = registry.bus.shared
       ? () => {
           const { state, lagMs, reads } = registry.bus.stats()
@@ -118,10 +118,10 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export type { NormalizedOptions } from './options'
-export { isValidTopic } from './subscription'
+export { isValidTopic } from './stream/stream-request'
 export { streamGuard, parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
 export type { StreamGuardOptions } from './admission/request-guard'
-export { IDEMPOTENCY_KEY } from './registry'
+export { IDEMPOTENCY_KEY } from './streams/registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
@@ -131,17 +131,17 @@ export {
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
 export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
 export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
-export type { TopicsFromRequest } from './subscription'
-export type { KeyFn } from './request-key'
-export { defaultKeyFn, keyByAddress, keyFromClientId } from './request-key'
+export type { TopicsFromRequest } from './stream/stream-request'
+export type { KeyFn } from './stream/request-key'
+export { defaultKeyFn, keyByAddress, keyFromClientId } from './stream/request-key'
 export type { AddressGrouping } from './admission/address-key'
-export type { BroadcastOptions, BroadcastResult } from './registry'
-export type { SseStats } from './outcomes'
-export type { SseHub } from './hub'
+export type { BroadcastOptions, BroadcastResult } from './streams/registry'
+export type { SseStats } from './observe/vocabulary'
+export type { SseHub } from './streams/hub'
 export type { BusStats } from './bus/bus'
 // The `redis` option's URL, read and shown without its password; the connection itself is `tower-sse/redis`.
-export { parseRedisUrl, redactRedisUrl } from './bus/redis-url'
-export { encodeEvent, encodeRetry } from './encoder'
+export { parseRedisUrl, redactRedisUrl } from './bus/redis/url'
+export { encodeEvent, encodeRetry } from './events/encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official
 // Fastify plugin, with the named exports and `.default` hanging off it.

@@ -1,9 +1,9 @@
 import type { FastifyRequest } from 'fastify'
-import type { RandomSource } from './jitter'
-import type { TopicsFromRequest } from './subscription'
-import { defaultKeyFn, type KeyFn } from './request-key'
+import type { RandomSource } from './shared/jitter'
+import type { TopicsFromRequest } from './stream/stream-request'
+import { defaultKeyFn, type KeyFn } from './stream/request-key'
 import { TowerSseOptionError } from './errors'
-import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis-url'
+import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis/url'
 import { parseAllowedHost } from './admission/request-guard'
 
 export { TowerSseOptionError }

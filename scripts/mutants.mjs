@@ -7,7 +7,7 @@ export const MUTANTS = [
   // The 13 survivors of issue 32's audit (lib/bus, the heartbeat, the subscriber, the client, Tower).
   {
     id: 'redis-epoch-continuity',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: "Number(fieldOf(fields, 'q')) === this.lastSeq",
     replace: "Number(fieldOf(fields, 'q')) >= this.lastSeq",
     why: 'an instance behind when Redis restarts treats the new epoch as continuous: silent loss',
@@ -15,7 +15,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-restart-every-end',
-    file: 'lib/bus/redis-connection.ts',
+    file: 'lib/bus/redis/connection.ts',
     find: "connection.on('end', onEnd)",
     replace: "connection.once('end', onEnd)",
     why: 'a connection that ends a second time is never started again',
@@ -23,7 +23,7 @@ export const MUTANTS = [
   },
   {
     id: 'registry-sweep-handle',
-    file: 'lib/registry.ts',
+    file: 'lib/streams/registry.ts',
     find: '() => { this.cancelSweep = null })',
     replace: '() => {})',
     why: 'above one slice of streams, heartbeats stop after the first sliced pass',
@@ -31,7 +31,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-deadline-offset',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: 'publishTimeoutMs / 4) + facts.offsetMs)',
     replace: 'publishTimeoutMs / 4))',
     why: 'the publish deadline is sent in local time, not Redis\'s',
@@ -47,7 +47,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-idempotency-ttl',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: 'this.maxLength, deadline, keep, this.options.idempotencyWindowMs,',
     replace: 'this.maxLength, deadline, keep, this.options.idempotencyWindowMs * 1000,',
     why: 'idempotency keys outlive their window',
@@ -55,7 +55,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-evictable-policies',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: "policy?.startsWith('allkeys-') === true",
     replace: "policy === 'allkeys-lru'",
     why: 'allkeys-lfu and allkeys-random are accepted, and evict the bus\'s keys',
@@ -63,7 +63,7 @@ export const MUTANTS = [
   },
   {
     id: 'registry-heartbeat-slice',
-    file: 'lib/registry.ts',
+    file: 'lib/streams/registry.ts',
     find: 'const HEARTBEAT_SLICE = 500',
     replace: 'const HEARTBEAT_SLICE = 500 * 1000',
     why: 'the whole sweep in one turn: the event-loop stall at many streams returns',
@@ -71,7 +71,7 @@ export const MUTANTS = [
   },
   {
     id: 'subscriber-stall-reset',
-    file: 'lib/subscriber.ts',
+    file: 'lib/streams/subscriber.ts',
     find: '    this.stalledBeats = 0\n    this.write(frame)',
     replace: '    this.write(frame)',
     why: 'a reader that stalls now and then is swept early',
@@ -79,7 +79,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-rollback-check',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: 'if (this.rolledBack || Number(seq) < this.lastSeq || tail === undefined || compareStreamIds(tail[0], this.cursor) < 0) {',
     replace: 'if (this.rolledBack) {',
     why: 'a rollback is seen only when a later publish lands; on an idle instance never',
@@ -95,7 +95,7 @@ export const MUTANTS = [
   },
   {
     id: 'subscriber-budget-inclusive',
-    file: 'lib/subscriber.ts',
+    file: 'lib/streams/subscriber.ts',
     find: 'this.res.writableLength + bytes <= this.limits.maxBufferedBytes',
     replace: 'this.res.writableLength + bytes < this.limits.maxBufferedBytes',
     why: 'a frame that fills the budget exactly drops the stream',
@@ -192,7 +192,7 @@ export const MUTANTS = [
   },
   {
     id: 'registry-lost-survivors',
-    file: 'lib/registry.ts',
+    file: 'lib/streams/registry.ts',
     find: '      if (this.resumes.survives(client, at.position)) continue\n',
     replace: '',
     why: 'a discontinuity resyncs a waiting client to an older id',
@@ -200,7 +200,7 @@ export const MUTANTS = [
   },
   {
     id: 'registry-topic-filter',
-    file: 'lib/registry.ts',
+    file: 'lib/streams/registry.ts',
     find: 'if (client.wants(topic) && client.write(frame)) delivered++',
     replace: 'if (client.write(frame)) delivered++',
     why: 'every stream gets every topic',
@@ -208,7 +208,7 @@ export const MUTANTS = [
   },
   {
     id: 'registry-full-throws',
-    file: 'lib/registry.ts',
+    file: 'lib/streams/registry.ts',
     find: '    if (!this.hasRoom) throw new RegistryFullError()\n',
     replace: '',
     why: 'the registry holds more than its capacity',
@@ -216,7 +216,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-read-hole',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: "if (Number(fieldOf(fields, 'n')) !== ++seq) return { kind: 'gone', reason: 'lost' }",
     replace: '++seq',
     why: 'a resume read across a deleted entry replays the survivors',
@@ -224,7 +224,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-reader-hole',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: '    if (seq !== this.lastSeq + 1) {\n      // A hole',
     replace: '    if (false) {\n      // A hole',
     why: 'the reader skips a trimmed hole silently',
@@ -232,7 +232,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-script-deadline',
-    file: 'lib/bus/redis-script.ts',
+    file: 'lib/bus/redis/script.ts',
     find: "if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > deadline then return { 'late' } end",
     replace: '',
     why: 'a publish that waited out its deadline lands late',
@@ -240,7 +240,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-script-lossless',
-    file: 'lib/bus/redis-script.ts',
+    file: 'lib/bus/redis/script.ts',
     find: "if ARGV[4] == '1' then",
     replace: "if ARGV[4] == '0' then",
     why: 'a lossless restart resyncs, a lossy one does not',
@@ -248,7 +248,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-script-dup',
-    file: 'lib/bus/redis-script.ts',
+    file: 'lib/bus/redis/script.ts',
     find: "if prior then return { 'dup', prior } end",
     replace: '',
     why: 'a retry with the same idempotency key publishes again',
@@ -256,7 +256,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-pending-bound',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: 'if (this.waiters.size >= this.options.maxPendingPublishes)',
     replace: 'if (this.waiters.size > this.options.maxPendingPublishes)',
     why: 'one publish more in flight than the bound',
@@ -264,7 +264,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-behind-epoch',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: "current === epoch ? { kind: 'behind' } : { kind: 'gone', reason: 'unknown' }",
     replace: "{ kind: 'gone', reason: 'unknown' }",
     why: 'a lagging instance resyncs a client to an older id',
@@ -272,7 +272,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-single-flight',
-    file: 'lib/bus/single-flight.ts',
+    file: 'lib/shared/single-flight.ts',
     find: 'if (running !== undefined) return running',
     replace: '',
     why: 'every resume of a reconnect wave reads Redis',
@@ -288,7 +288,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-read-entry-epoch',
-    file: 'lib/bus/redis.ts',
+    file: 'lib/bus/redis/redis-bus.ts',
     find: "if (fieldOf(first[1], 'e') !== after.epoch) return { kind: 'gone', reason: 'unknown' }",
     replace: '',
     why: 'equivalent',
@@ -297,7 +297,7 @@ export const MUTANTS = [
   },
   {
     id: 'registry-per-key-zero',
-    file: 'lib/registry.ts',
+    file: 'lib/streams/registry.ts',
     find: 'if (left > 0) this.perKey.set',
     replace: 'if (left >= 0) this.perKey.set',
     why: 'equivalent',
@@ -306,7 +306,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-restart-ended-only',
-    file: 'lib/bus/redis-connection.ts',
+    file: 'lib/bus/redis/connection.ts',
     find: "if (!stopped && connection.status === 'end')",
     replace: 'if (!stopped)',
     why: 'equivalent',

@@ -1,8 +1,8 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
 import { LogController, type FastifyBaseLogger } from 'fastify'
-import { ActivityLog } from '../lib/activity-log'
-import { StreamStats } from '../lib/stats'
+import { ActivityLog } from '../lib/observe/activity-log'
+import { StreamStats } from '../lib/observe/stats'
 import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 

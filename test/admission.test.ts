@@ -1,7 +1,7 @@
 import t from 'tap'
 import UnderPressure from '@fastify/under-pressure'
 import Fastify from 'fastify'
-import towerSse from '../lib/index'
+import towerSse from '../lib'
 import { startApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 

@@ -35,8 +35,8 @@ const modules = cruise()
 
 t.test('the graph is read with type-only imports (a cycle through types counts)', async (t) => {
   t.ok(modules.length > 40, `${modules.length} modules in lib/`)
-  const hub = modules.find((m) => m.source === 'lib/hub.ts')
-  t.ok(hub?.dependencies.some((d) => d.resolved === 'lib/outcomes.ts' && d.dependencyTypes.includes('type-only')), 'hub.ts → outcomes.ts, type-only, is in the graph')
+  const hub = modules.find((m) => m.source === 'lib/streams/hub.ts')
+  t.ok(hub?.dependencies.some((d) => d.resolved === 'lib/observe/vocabulary.ts' && d.dependencyTypes.includes('type-only')), 'streams/hub.ts → observe/vocabulary.ts, type-only, is in the graph')
 })
 
 t.test('no import cycle in lib/', async (t) => {
@@ -44,8 +44,8 @@ t.test('no import cycle in lib/', async (t) => {
   t.same(cycles, [])
 })
 
-t.test('the vocabulary is a leaf: lib/outcomes.ts imports nothing of lib/ but the bus\'s stats type', async (t) => {
-  const outcomes = modules.find((m) => m.source === 'lib/outcomes.ts')
+t.test('the vocabulary is a leaf: lib/observe/vocabulary.ts imports nothing of lib/ but the bus\'s stats type', async (t) => {
+  const outcomes = modules.find((m) => m.source === 'lib/observe/vocabulary.ts')
   t.same(outcomes?.dependencies.map((d) => `${d.resolved} (${d.dependencyTypes.includes('type-only') ? 'type' : 'value'})`), ['lib/bus/bus.ts (type)'])
 })
 

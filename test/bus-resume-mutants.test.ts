@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process'
 import path from 'node:path'
 import t, { type Test } from 'tap'
-import type { TowerSseOptions } from '../lib/index'
+import type { TowerSseOptions } from '../lib'
 import { startApp, type TestApp } from './fixtures/app'
 import { startRedis, type RedisServer } from './fixtures/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'

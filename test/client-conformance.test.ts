@@ -10,7 +10,7 @@
  */
 import t, { type Test } from 'tap'
 import { EventSource } from 'eventsource'
-import { TowerSseClient, type TowerSseClientState } from '../lib/client/index'
+import { TowerSseClient, type TowerSseClientState } from '../lib/client'
 import { startConformanceServer, UNICODE_LINES, type ConformanceServer } from './fixtures/conformance-server'
 import { waitFor } from './fixtures/sse-connection'
 

@@ -7,7 +7,7 @@ import {
   classifyResponse,
   jitterUpMs,
   parseRetryAfterMs
-} from '../lib/client/index'
+} from '../lib/client'
 import { seededRandom } from './fixtures/client-seeded-random'
 
 t.test('backoff: full jitter within [0, min(cap, base × 2^(n-1))) over many seeded draws', async (t) => {

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import path from 'node:path'
 import t from 'tap'
-import { TowerSseClient, TowerSseClientOptionError, type TowerSseAttempt, type TowerSseClientState, type TowerSseErrorEvent } from '../lib/client/index'
+import { TowerSseClient, TowerSseClientOptionError, type TowerSseAttempt, type TowerSseClientState, type TowerSseErrorEvent } from '../lib/client'
 import { startScriptedServer } from './fixtures/client-scripted-server'
 import { waitFor } from './fixtures/sse-connection'
 

@@ -4,7 +4,7 @@
  * heartbeat-lease election; the Web Locks one runs in Chromium (test/dashboard-tabs.test.ts).
  */
 import t, { type Test } from 'tap'
-import { TowerSseClient } from '../lib/client/index'
+import { TowerSseClient } from '../lib/client'
 import { TAB_LEASE, TabShare, type TabClock, type TabRole } from '../lib/client/tabs'
 import type { StreamWire } from '../lib/client/wire'
 import { waitFor } from './fixtures/sse-connection'

@@ -1,6 +1,6 @@
 import net from 'node:net'
 import t from 'tap'
-import { backoffDelayMs, TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client/index'
+import { backoffDelayMs, TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client'
 import { startApp } from './fixtures/app'
 import { seededRandom } from './fixtures/client-seeded-random'
 import { startScriptedServer } from './fixtures/client-scripted-server'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { RedisBus } from '../lib/bus/redis'
+import { RedisBus } from '../lib/bus/redis/redis-bus'
 import { DEFAULTS } from '../lib/options'
 import { startRedis } from './fixtures/redis-server'
 import { StormMeter } from '../lib/admission/storm-meter'

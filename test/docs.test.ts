@@ -101,7 +101,7 @@ t.test('the README\'s "Use it in your app" example type-checks (strict) and runs
   t.match(code, /eventStream: true/)
   const dir = path.join(ROOT, 'test-artifacts')
   mkdirSync(dir, { recursive: true })
-  const source = code.replace("from 'tower-sse'", "from '../lib/index'")
+  const source = code.replace("from 'tower-sse'", "from '../lib'")
   // As written (top-level await: an ES module), strict.
   const checked = path.join(dir, 'readme-app-check.ts')
   writeFileSync(checked, source)

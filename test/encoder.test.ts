@@ -1,8 +1,8 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { encodeEvent, encodeRetry } from '../lib/encoder'
-import { EventFieldError } from '../lib/index'
+import { encodeEvent, encodeRetry } from '../lib/events/encoder'
+import { EventFieldError } from '../lib'
 
 function parse (frames: Buffer[]): { events: EventSourceMessage[], retries: number[] } {
   const events: EventSourceMessage[] = []

@@ -1,10 +1,10 @@
 import t from 'tap'
-import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib/index'
-import { StreamStats } from '../lib/stats'
-import type { Subscriber } from '../lib/subscriber'
+import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib'
+import { StreamStats } from '../lib/observe/stats'
+import type { Subscriber } from '../lib/streams/subscriber'
 import { MemoryBus } from '../lib/bus/memory'
-import { SseRegistry } from '../lib/registry'
-import * as plugin from '../lib/index'
+import { SseRegistry } from '../lib/streams/registry'
+import * as plugin from '../lib'
 import * as towerErrors from '../lib/tower/errors'
 
 t.test('every error constructor is exported under its own code, with a status code', async (t) => {

@@ -1,11 +1,11 @@
 import http from 'node:http'
 import t from 'tap'
 import { MemoryBus } from '../lib/bus/memory'
-import { encodeRetry } from '../lib/encoder'
-import { SseRegistry } from '../lib/registry'
-import { StreamStats } from '../lib/stats'
-import { Subscriber } from '../lib/subscriber'
-import { TurnFlush } from '../lib/turn-flush'
+import { encodeRetry } from '../lib/events/encoder'
+import { SseRegistry } from '../lib/streams/registry'
+import { StreamStats } from '../lib/observe/stats'
+import { Subscriber } from '../lib/streams/subscriber'
+import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
@@ -28,7 +28,7 @@ t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE
       super.heartbeat(frame)
     }
   }
-  const flush = new TurnFlush()
+  const flush = new WriteCoalescer()
   let ids = 0
   const server = http.createServer((_req, res) => {
     const client = new CountingSubscriber(`c${++ids}`, undefined, `k${ids}`, null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, flush, null)

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import t from 'tap'
-import type { EventPosition } from '../lib/event-id'
-import { History, type HistoryEntry } from '../lib/history'
+import type { EventPosition } from '../lib/events/event-id'
+import { History, type HistoryEntry } from '../lib/events/history'
 
 const frame = (bytes: number): Buffer => Buffer.alloc(bytes, 'x')
 /** The memory bus's positions: one integer per event, in epoch 'e'. */

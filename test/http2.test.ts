@@ -3,12 +3,12 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import Fastify from 'fastify'
-import towerSse, { type TowerSseOptions } from '../lib/index'
+import towerSse, { type TowerSseOptions } from '../lib'
 import { waitFor } from './fixtures/sse-connection'
 import type { ServerResponse } from 'node:http'
-import { Subscriber } from '../lib/subscriber'
-import { TurnFlush } from '../lib/turn-flush'
-import { HEARTBEAT_FRAME } from '../lib/encoder'
+import { Subscriber } from '../lib/streams/subscriber'
+import { WriteCoalescer } from '../lib/streams/write-coalescer'
+import { HEARTBEAT_FRAME } from '../lib/events/encoder'
 import { resetResponse } from './fixtures/h2-reset-response'
 
 /** tower-sse on Fastify's HTTP/2 server without TLS (h2c), on an ephemeral loopback port. */
@@ -200,7 +200,7 @@ t.test('HTTP/2: the heartbeat sweeps a stream whose http2 stream is closed (the 
   const { res, close } = await resetResponse()
   t.teardown(close)
   t.equal(res.writable, true, 'Node\'s compatibility response: still writable')
-  const stream = new Subscriber('c', undefined, 'k', null, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
+  const stream = new Subscriber('c', undefined, 'k', null, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
   stream.heartbeat(HEARTBEAT_FRAME)
   t.same(ended, ['deadSwept'], 'swept at the first beat')
 })

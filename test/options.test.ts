@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { DEFAULTS, normalizeOptions } from '../lib/index'
+import towerSse, { DEFAULTS, normalizeOptions } from '../lib'
 import { startApp } from './fixtures/app'
 import { connect } from './fixtures/sse-connection'
 

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
-import towerSse, { type TowerSseOptions } from '../lib/index'
+import towerSse, { type TowerSseOptions } from '../lib'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { rawExchange } from './fixtures/raw-http'
 

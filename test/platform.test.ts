@@ -1,5 +1,5 @@
 /**
- * Pins each Fastify/Node internal lib/platform.ts reads, on the real thing: an upgrade that moves
+ * Pins each Fastify/Node internal lib/platform/internals.ts reads, on the real thing: an upgrade that moves
  * one fails here, by name, instead of silently turning off the guard built on it.
  */
 import http from 'node:http'
@@ -7,7 +7,7 @@ import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
-import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform'
+import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'

@@ -1,12 +1,12 @@
 import http from 'node:http'
 import t, { type Test } from 'tap'
-import { StreamStats } from '../lib/stats'
+import { StreamStats } from '../lib/observe/stats'
 import type { Bus, BusMessage, BusRead, Deliver, Published, StartPoint } from '../lib/bus/bus'
-import { Subscriber } from '../lib/subscriber'
-import { encodeRetry } from '../lib/encoder'
-import { formatEventId, parseEventId, type EventPosition } from '../lib/event-id'
-import { SseRegistry } from '../lib/registry'
-import { TurnFlush } from '../lib/turn-flush'
+import { Subscriber } from '../lib/streams/subscriber'
+import { encodeRetry } from '../lib/events/encoder'
+import { formatEventId, parseEventId, type EventPosition } from '../lib/events/event-id'
+import { SseRegistry } from '../lib/streams/registry'
+import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 /**
@@ -59,7 +59,7 @@ async function setup (t: Test, { maxBufferedBytes = 1e6 } = {}): Promise<{ bus: 
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new TurnFlush(), null)
+    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new WriteCoalescer(), null)
     client.open({}, encodeRetry(1000))
     registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })

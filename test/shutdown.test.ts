@@ -4,7 +4,7 @@ import path from 'node:path'
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { AddressInfo } from 'node:net'
-import towerSse from '../lib/index'
+import towerSse from '../lib'
 import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { inSlices } from '../lib/sliced'
+import { inSlices } from '../lib/shared/slices'
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 

@@ -4,9 +4,9 @@ import vm from 'node:vm'
 import type { Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { mock } from 'node:test'
-import type { CloseReason } from '../lib/outcomes'
-import { Subscriber } from '../lib/subscriber'
-import { TurnFlush } from '../lib/turn-flush'
+import type { CloseReason } from '../lib/observe/vocabulary'
+import { Subscriber } from '../lib/streams/subscriber'
+import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { startApp, type TestApp } from './fixtures/app'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 
@@ -180,7 +180,7 @@ t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is q
   t.teardown(() => server.close())
   const ended: CloseReason[] = []
   const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
+    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
     stream.open({}, Buffer.from('retry: 1000\n\n'))
     resolve(stream)
   }))

@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { normalizeOptions, streamGuard } from '../lib/index'
+import towerSse, { normalizeOptions, streamGuard } from '../lib'
 import { injectStream } from '../lib/testing'
 
 const guarded = { allowedHosts: ['app.example', '*.corp.test'], allowedOrigins: ['https://app.example', 'http://localhost:5173'] }

@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse from '../lib/index'
+import towerSse from '../lib'
 import { injectStream } from '../lib/testing'
 
 t.test('tower-sse/testing: a stream through inject, read event by event, closed, its slot freed', async (t) => {

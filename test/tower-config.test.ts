@@ -1,5 +1,5 @@
 import t from 'tap'
-import { DEFAULTS, normalizeOptions } from '../lib/index'
+import { DEFAULTS, normalizeOptions } from '../lib'
 import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
 import { chooseLogFormat } from '../lib/tower/logging'
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { parseRedisUrl, redactRedisUrl } from '../lib/bus/redis-url'
+import { parseRedisUrl, redactRedisUrl } from '../lib/bus/redis/url'
 import { parseConfig } from '../lib/tower/config'
 import type { TowerStats } from '../lib/tower/stats-route'
 import { SentinelTopology } from './fixtures/redis-topology'

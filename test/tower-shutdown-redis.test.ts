@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { Redis } from 'ioredis'
-import { RedisBus } from '../lib/bus/redis'
+import { RedisBus } from '../lib/bus/redis/redis-bus'
 import { DEFAULTS } from '../lib/options'
 import { startRedis } from './fixtures/redis-server'
 import { connect, waitFor } from './fixtures/sse-connection'

@@ -2,7 +2,7 @@
 // module shapes that CommonJS, ESM and TypeScript consumers rely on.
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { towerSse as named, type BroadcastResult, type SseHub, type SseStats, type TowerSseOptions } from '../lib/index'
+import towerSse, { towerSse as named, type BroadcastResult, type SseHub, type SseStats, type TowerSseOptions } from '../lib'
 import { injectStream } from '../lib/testing'
 
 const good: TowerSseOptions = { maxClients: 10, initialEvent: (client) => ({ data: { id: client.id } }) }
@@ -35,7 +35,7 @@ t.test('fastify.sse is typed through declaration merging', async (t) => {
 })
 
 t.test('require(\'tower-sse\') is the plugin, with default and named exports', async (t) => {
-  const required = require('../lib/index')
+  const required = require('../lib')
   t.equal(typeof required, 'function')
   t.equal(required, named)
   t.equal(required.default, required)

@@ -1,10 +1,10 @@
 import http from 'node:http'
 import type net from 'node:net'
 import t from 'tap'
-import { Subscriber } from '../lib/subscriber'
-import type { CloseReason } from '../lib/outcomes'
-import { encodeEvent } from '../lib/encoder'
-import { TurnFlush } from '../lib/turn-flush'
+import { Subscriber } from '../lib/streams/subscriber'
+import type { CloseReason } from '../lib/observe/vocabulary'
+import { encodeEvent } from '../lib/events/encoder'
+import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { startApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
@@ -183,7 +183,7 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     t.teardown(() => server.close())
     const ended: CloseReason[] = []
     const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-      const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new TurnFlush(), null)
+      const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
       stream.open({}, Buffer.from('retry: 1000\n\n'))
       resolve(stream)
     }))

@@ -1,7 +1,7 @@
 import net from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Registry } from 'prom-client'
-import towerSse from '../../lib/index'
+import towerSse from '../../lib'
 import { Histogram } from '../lib/histogram'
 
 /**

@@ -1,4 +1,4 @@
-import { normalizeOptions } from '../../lib/index'
+import { normalizeOptions } from '../../lib'
 import { LEGACY_MAX_CLIENTS } from './servers/legacy'
 import { UPSTREAM_MAX_CLIENTS } from './servers/upstream-fix'
 

@@ -1,16 +1,16 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import { STREAM_HEADERS } from '../subscriber'
-import { defaultKeyFn } from '../request-key'
+import { STREAM_HEADERS } from '../streams/subscriber'
+import { defaultKeyFn } from '../stream/request-key'
 import { withReplyHeaders } from '../stream/headers'
-import { endAndClose, openUntilClose } from '../close-first'
-import { encodeEvent, encodeRetry } from '../encoder'
-import { jitter } from '../jitter'
-import { isPipelinedBehind } from '../platform'
+import { endAndClose, openUntilClose } from '../platform/server-closes-first'
+import { encodeEvent, encodeRetry } from '../events/encoder'
+import { jitter } from '../shared/jitter'
+import { isPipelinedBehind } from '../platform/internals'
 import type { NormalizedOptions } from '../options'
-import { REFUSALS, type AdmissionGauges, type RefusalReason } from '../outcomes'
-import type { StreamStats } from '../stats'
+import { REFUSALS, type AdmissionGauges, type RefusalReason } from '../observe/vocabulary'
+import type { StreamStats } from '../observe/stats'
 import { StormMeter } from './storm-meter'
 import { Tarpit } from './tarpit'
 import { TokenBucket } from './token-bucket'
@@ -121,7 +121,7 @@ export class Admission {
 
   /**
    * Refuses a request Fastify's router would otherwise answer itself while closing (see
-   * closing-takeover.ts): counted and answered like any other "shutting down" refusal.
+   * platform/request-takeover.ts): counted and answered like any other "shutting down" refusal.
    */
   readonly refuseClosing = (res: ServerResponse): void => {
     this.storm.recordRefusal(Date.now())

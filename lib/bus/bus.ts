@@ -1,15 +1,15 @@
-import type { EventPosition } from '../event-id'
+import type { EventPosition } from '../events/event-id'
 
 /**
- * The seam between the hub (who is connected here) and where events come from. A broadcast is
+ * The seam between the registry (who is connected here) and where events come from. A broadcast is
  * published to the bus, which assigns its position; every instance's one subscriber receives
  * every event, in position order, exactly once, and fans it out to its own streams. The bus owns
- * ids and positions; the hub only compares them.
+ * ids and positions; the registry only compares them.
  */
 
 /** One event as published: everything an instance needs to encode the frame itself. */
 export interface BusMessage {
-  /** The text of the `data:` field(s), already checked by the hub. */
+  /** The text of the `data:` field(s), already checked by the registry. */
   readonly data: string
   readonly event?: string
   readonly topic?: string
@@ -74,7 +74,7 @@ export type Lost = (at: { id: string, position: EventPosition }, reason: string)
  */
 export type Deaf = () => void
 
-/** Where the hub's history starts when an instance joins the bus. */
+/** Where the registry's history starts when an instance joins the bus. */
 export interface StartPoint {
   /** Every event after this position will be delivered here (null: unknown, resumes resync). */
   floor: EventPosition | null
@@ -97,8 +97,8 @@ export interface Bus {
    */
   publish (message: BusMessage): Promise<Published>
   /**
-   * Events after `after` up to and including `upTo`, from the bus's own history. The hub asks only
-   * a shared bus: a bus that is not shared has no history beyond the hub's ring.
+   * Events after `after` up to and including `upTo`, from the bus's own history. The registry asks only
+   * a shared bus: a bus that is not shared has no history beyond the registry's ring.
    */
   read (after: EventPosition, upTo: EventPosition): Promise<BusRead>
   stats (): BusStats

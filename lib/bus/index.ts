@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis'
 import type { NormalizedOptions } from '../options'
 import type { Bus } from './bus'
 import { MemoryBus } from './memory'
-import { RedisBus } from './redis'
+import { RedisBus } from './redis/redis-bus'
 
 /** The one place that picks the bus: Redis when the `redis` option is set, else memory. */
 export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): Bus {

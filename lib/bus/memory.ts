@@ -1,4 +1,4 @@
-import { formatEventId, newEpoch, type EventPosition } from '../event-id'
+import { formatEventId, newEpoch, type EventPosition } from '../events/event-id'
 import { BusClosedError } from '../errors'
 import { DEFAULTS } from '../options'
 import type { Bus, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
@@ -9,7 +9,7 @@ const MAX_IDEMPOTENCY_KEYS = 100_000
 
 /**
  * One process, no storage: publish delivers in the same call, so a broadcast's frames are written
- * before broadcast() returns. The hub's ring is the only history, so read() has nothing more.
+ * before broadcast() returns. The registry's ring is the only history, so read() has nothing more.
  * Nothing here can lose an event, so it never reports a discontinuity.
  */
 export class MemoryBus implements Bus {

@@ -1,18 +1,18 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Admission } from '../admission/admission'
-import { endAndClose, openUntilClose } from '../close-first'
-import { encodeEvent } from '../encoder'
-import { parseEventId, type ParsedEventId } from '../event-id'
-import { jitter } from '../jitter'
+import { endAndClose, openUntilClose } from '../platform/server-closes-first'
+import { encodeEvent } from '../events/encoder'
+import { parseEventId, type ParsedEventId } from '../events/event-id'
+import { jitter } from '../shared/jitter'
 import type { InitialEvent, NormalizedOptions, SseEventInit } from '../options'
-import { hasLeft } from '../platform'
-import type { KeyFn } from '../request-key'
-import type { SseRegistry } from '../registry'
-import type { StreamStats } from '../stats'
-import { Subscriber, STREAM_HEADERS } from '../subscriber'
-import { lastEventIdOf, topicSet, topicsFromQuery, type TopicsFromRequest } from '../subscription'
-import type { TurnFlush } from '../turn-flush'
+import { hasLeft } from '../platform/internals'
+import type { KeyFn } from './request-key'
+import type { SseRegistry } from '../streams/registry'
+import type { StreamStats } from '../observe/stats'
+import { Subscriber, STREAM_HEADERS } from '../streams/subscriber'
+import { lastEventIdOf, topicSet, topicsFromQuery, type TopicsFromRequest } from './stream-request'
+import type { WriteCoalescer } from '../streams/write-coalescer'
 import { withReplyHeaders } from './headers'
 
 /** What one stream route may set for itself (the route option `eventStream: { … }`); the plugin's options fill the rest. */
@@ -54,7 +54,7 @@ export class StreamOpener {
     private readonly admission: Admission,
     private readonly stats: StreamStats,
     private readonly options: NormalizedOptions,
-    private readonly turn: TurnFlush
+    private readonly turn: WriteCoalescer
   ) {}
 
   /**

@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Registry } from 'prom-client'
 import { TowerMetricsUnavailableError } from './errors'
-import towerSse, { DEFAULTS, type TowerSseOptions } from '../index'
+import towerSse, { DEFAULTS, type TowerSseOptions } from '..'
 import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
 import { requireOptional } from './optional'

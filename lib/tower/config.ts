@@ -1,5 +1,5 @@
 import { isIP } from 'node:net'
-import { DEFAULTS, normalizeOptions, parseAllowedHost, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '../index'
+import { DEFAULTS, normalizeOptions, parseAllowedHost, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '..'
 import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { LOG_FORMATS, type LogFormat } from './logging'

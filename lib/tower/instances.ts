@@ -1,8 +1,8 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import { backoffDelayMs, type RandomSource } from '../client/index'
-import type { SseStats } from '../index'
+import { backoffDelayMs, type RandomSource } from '../client'
+import type { SseStats } from '..'
 import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from '../redis'
 import { withTimeout } from './time-bound'
 

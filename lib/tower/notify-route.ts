@@ -1,5 +1,5 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
-import { IDEMPOTENCY_KEY, isValidTopic } from '../index'
+import { IDEMPOTENCY_KEY, isValidTopic } from '..'
 import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'
 

@@ -1,4 +1,4 @@
-import type { SseStats } from '../index'
+import type { SseStats } from '..'
 import { StatsWindowError } from './errors'
 
 /** Connects (streams admitted) and rejects (refusals) in one sampled second. */

@@ -1,4 +1,4 @@
-import { TowerSseClient } from '../../../lib/client/index'
+import { TowerSseClient } from '../../../lib/client'
 import { countingFetch } from './counters'
 import { eachClient, type PopulationStart } from './contract'
 

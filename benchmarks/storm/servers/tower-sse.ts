@@ -1,4 +1,4 @@
-import towerSse from '../../../lib/index'
+import towerSse from '../../../lib'
 import { connectedEvent, EVENTS_PATH, type ServerSetup } from './contract'
 
 /** The plugin under test, registered with the variant's JSON options (and Tower's first event). */

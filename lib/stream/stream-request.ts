@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
-import { SubscriptionError } from './errors'
-import { parseEventId, type ParsedEventId } from './event-id'
+import { SubscriptionError } from '../errors'
+import { parseEventId, type ParsedEventId } from '../events/event-id'
 
 /** The topics a request subscribes to (null or undefined: every event); it may be async. */
 export type TopicsFromRequest = (request: FastifyRequest) => readonly string[] | null | undefined | PromiseLike<readonly string[] | null | undefined>

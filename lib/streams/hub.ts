@@ -1,5 +1,5 @@
-import type { SseClientInfo } from './options'
-import type { SseStats } from './outcomes'
+import type { SseClientInfo } from '../options'
+import type { SseStats } from '../observe/vocabulary'
 import type { BroadcastOptions, BroadcastResult, SseRegistry } from './registry'
 
 /**

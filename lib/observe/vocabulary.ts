@@ -1,4 +1,4 @@
-import type { BusStats } from './bus/bus'
+import type { BusStats } from '../bus/bus'
 
 /**
  * The vocabulary: every refusal reason, close cause and resume outcome, once. Counters, the log

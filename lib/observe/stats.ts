@@ -1,7 +1,7 @@
 import {
   ACTIVITY_KINDS, REFUSAL_REASONS, RESUME_OUTCOMES, zeros,
   type ActivityCounts, type AdmissionGauges, type CloseReason, type RefusalReason, type ResumeOutcome, type SseStats, type StreamGauges
-} from './outcomes'
+} from './vocabulary'
 
 /** Distinct keys remembered per window for the storm warning; the rest are counted as "other". */
 const MAX_KEYS_PER_WINDOW = 1000

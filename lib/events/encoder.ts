@@ -12,7 +12,7 @@ export interface EncodableEvent {
 const LINE_BREAK = /\r\n|\r|\n/
 const FORBIDDEN_IN_FIELD = /[\r\n\0]/
 
-import { EventFieldError, RetryValueError, UnencodableDataError } from './errors'
+import { EventFieldError, RetryValueError, UnencodableDataError } from '../errors'
 
 export function checkField (name: string, value: string): void {
   if (typeof value !== 'string') {

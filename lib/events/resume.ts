@@ -1,9 +1,9 @@
-import type { Bus, BusEvent, BusRead } from './bus/bus'
-import { SingleFlight } from './bus/single-flight'
-import type { Subscriber } from './subscriber'
+import type { Bus, BusEvent, BusRead } from '../bus/bus'
+import { SingleFlight } from '../shared/single-flight'
+import type { Subscriber } from '../streams/subscriber'
 import { comparePositions, formatEventId, type EventPosition } from './event-id'
 import type { History, HistoryEntry } from './history'
-import type { StreamStats } from './stats'
+import type { StreamStats } from '../observe/stats'
 
 /** A client whose replay is not written yet, or who is ahead of this instance. */
 type Replay = { kind: 'entries', entries: HistoryEntry[] } | Extract<BusRead, { kind: 'gone' | 'behind' }>
@@ -20,7 +20,7 @@ interface Pending {
   retrying: boolean
 }
 
-/** What the hub lends the resume logic. */
+/** What the registry lends the resume logic. */
 export interface ResumeHost {
   readonly history: History
   readonly bus: Bus

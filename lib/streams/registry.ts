@@ -1,16 +1,16 @@
-import type { Bus, BusEvent, Published } from './bus/bus'
-import type { CloseReason, StreamGauges } from './outcomes'
-import type { StreamStats } from './stats'
+import type { Bus, BusEvent, Published } from '../bus/bus'
+import type { CloseReason, StreamGauges } from '../observe/vocabulary'
+import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
-import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from './encoder'
-import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from './errors'
-import type { EventPosition, ParsedEventId } from './event-id'
-import { History, type HistoryEntry } from './history'
-import type { RandomSource } from './jitter'
-import type { SseClientInfo } from './options'
-import { Resumes } from './resume'
-import { inSlices } from './sliced'
-import { isValidTopic } from './subscription'
+import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
+import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from '../errors'
+import type { EventPosition, ParsedEventId } from '../events/event-id'
+import { History, type HistoryEntry } from '../events/history'
+import type { RandomSource } from '../shared/jitter'
+import type { SseClientInfo } from '../options'
+import { Resumes } from '../events/resume'
+import { inSlices } from '../shared/slices'
+import { isValidTopic } from '../stream/stream-request'
 
 /** Drain batches are this far apart (fewer batches when there are fewer clients). */
 const DRAIN_STEP_MS = 50
@@ -53,7 +53,7 @@ export interface RegistryLimits {
 /**
  * The bounded set of open streams. It never holds more than `capacity` and never closes a live
  * client to make room: admission refuses instead. Broadcasts go through the bus; what the bus
- * delivers is encoded once and fanned out here. Only `SseHub` (hub.ts) is public.
+ * delivers is encoded once and fanned out here. Only `SseHub` (streams/hub.ts) is public.
  */
 export class SseRegistry {
   readonly capacity: number

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
-import { answers503OnClosing, fastifyState } from './platform'
+import { answers503OnClosing, fastifyState } from './internals'
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void
 

@@ -1,9 +1,9 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
-import { endAndClose, openUntilClose } from './close-first'
-import { hasLeft, needsDrain, unsentBytes } from './platform'
-import type { SseClientInfo } from './options'
-import type { CloseReason } from './outcomes'
-import type { Flushable, TurnFlush } from './turn-flush'
+import { endAndClose, openUntilClose } from '../platform/server-closes-first'
+import { hasLeft, needsDrain, unsentBytes } from '../platform/internals'
+import type { SseClientInfo } from '../options'
+import type { CloseReason } from '../observe/vocabulary'
+import type { Flushable, WriteCoalescer } from './write-coalescer'
 
 export interface StreamLimits {
   maxBufferedBytes: number
@@ -20,9 +20,9 @@ export const STREAM_HEADERS = Object.freeze({
 
 /**
  * The server's side of one open event stream (a subscriber; the reconnecting client package is
- * `lib/client/`, a request's owner for limits is its key, `lib/request-key.ts`). Writes never wait: a client whose unsent bytes would pass its budget
+ * `lib/client/`, a request's owner for limits is its key, `lib/stream/request-key.ts`). Writes never wait: a client whose unsent bytes would pass its budget
  * is dropped, and one that stays backpressured across heartbeats is swept as dead. The frames it
- * is sent within one turn of the event loop go to its socket as one write (see TurnFlush).
+ * is sent within one turn of the event loop go to its socket as one write (see WriteCoalescer).
  */
 export class Subscriber implements SseClientInfo, Flushable {
   readonly connectedAt = Date.now()
@@ -49,7 +49,7 @@ export class Subscriber implements SseClientInfo, Flushable {
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
-    private readonly turn: TurnFlush,
+    private readonly turn: WriteCoalescer,
     /** The stream's lifetime in ms (null: no max age). */
     private readonly lifetimeMs: number | null
   ) {
@@ -98,7 +98,7 @@ export class Subscriber implements SseClientInfo, Flushable {
     return true
   }
 
-  /** Hands this turn's frames to the response in one write (TurnFlush calls it at the turn's end). */
+  /** Hands this turn's frames to the response in one write (WriteCoalescer calls it at the turn's end). */
   flush (): void {
     const frames = this.takePending()
     if (frames === undefined) return
@@ -132,7 +132,7 @@ export class Subscriber implements SseClientInfo, Flushable {
       return
     }
     const flushed = this.queuedBytes - this.res.writableLength
-    // A reader taking a burst slowly shows its progress only in the transport's queue (see platform.ts).
+    // A reader taking a burst slowly shows its progress only in the transport's queue (see platform/internals.ts).
     const unsent = unsentBytes(this.res)
     const progressed = flushed !== this.flushedAtLastBeat || unsent < this.unsentAtLastBeat
     this.flushedAtLastBeat = flushed

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
-import { addressKey, DEFAULT_ADDRESS_GROUPING, type AddressGrouping } from './admission/address-key'
-import { TowerSseOptionError } from './errors'
+import { addressKey, DEFAULT_ADDRESS_GROUPING, type AddressGrouping } from '../admission/address-key'
+import { TowerSseOptionError } from '../errors'
 
 /** Whose stream a request is, for maxClientsPerKey; it may be async (runs after the route's own hooks). */
 export type KeyFn = (request: FastifyRequest) => string | PromiseLike<string>

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
-import type { MetricsRegistryLike } from './options'
-import { CLOSE_CAUSES, type SseStats } from './outcomes'
-import type { BroadcastTimer } from './registry'
+import type { MetricsRegistryLike } from '../options'
+import { CLOSE_CAUSES, type SseStats } from './vocabulary'
+import type { BroadcastTimer } from '../streams/registry'
 
 /** What the cluster bus reports about itself; null while it has nothing to report. */
 export interface BusState {

@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
-import { isHttp2 } from './platform'
+import { isHttp2 } from './internals'
 
 /**
  * Makes the server, not the client, close every connection it ends, so the TIME_WAIT lands on the

@@ -18,7 +18,7 @@ export interface Flushable {
  * for I/O again (poll does not block while an immediate is pending). One broadcast from a
  * setImmediate callback itself is written in the next check phase, one non-blocking iteration on.
  */
-export class TurnFlush {
+export class WriteCoalescer {
   private marked: Flushable[] = []
   private flushing = false
   /** The frames joined last in this flush, and the Buffer they were joined into. */

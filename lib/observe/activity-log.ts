@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { ACTIVITY_KINDS, CLOSE_REASONS } from './outcomes'
+import { ACTIVITY_KINDS, CLOSE_REASONS } from './vocabulary'
 import type { StreamStats } from './stats'
 
 const BUSIEST_KEYS = 5

@@ -1,5 +1,5 @@
 import type { Redis, RedisOptions } from 'ioredis'
-import { parseRedisUrl } from './redis-url'
+import { parseRedisUrl } from './url'
 
 /**
  * How long disconnect() waits for the server's side of the close before destroying the socket:
