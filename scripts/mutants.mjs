@@ -7,11 +7,11 @@ export const MUTANTS = [
   // The 13 survivors of issue 32's audit (lib/bus, the heartbeat, the subscriber, the client, Tower).
   {
     id: 'redis-epoch-continuity',
-    file: 'lib/bus/redis/redis-bus.ts',
-    find: "Number(fieldOf(fields, 'q')) === this.lastSeq",
-    replace: "Number(fieldOf(fields, 'q')) >= this.lastSeq",
+    file: 'lib/bus/redis/continuity.ts',
+    find: 'previous.seq === this.lastSeq',
+    replace: 'previous.seq >= this.lastSeq',
     why: 'an instance behind when Redis restarts treats the new epoch as continuous: silent loss',
-    tests: ['test/bus-continuity.test.ts']
+    tests: ['test/continuity.test.ts', 'test/bus-continuity.test.ts']
   },
   {
     id: 'redis-restart-every-end',
@@ -55,7 +55,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-evictable-policies',
-    file: 'lib/bus/redis/redis-bus.ts',
+    file: 'lib/bus/redis/server-facts.ts',
     find: "policy?.startsWith('allkeys-') === true",
     replace: "policy === 'allkeys-lru'",
     why: 'allkeys-lfu and allkeys-random are accepted, and evict the bus\'s keys',
@@ -79,11 +79,11 @@ export const MUTANTS = [
   },
   {
     id: 'redis-rollback-check',
-    file: 'lib/bus/redis/redis-bus.ts',
-    find: 'if (this.rolledBack || Number(seq) < this.lastSeq || tail === undefined || compareStreamIds(tail[0], this.cursor) < 0) {',
-    replace: 'if (this.rolledBack) {',
+    file: 'lib/bus/redis/continuity.ts',
+    find: 'return this.rolledBack || seq < this.lastSeq || tail === undefined || compareStreamIds(tail, this.readCursor) < 0',
+    replace: 'return this.rolledBack',
     why: 'a rollback is seen only when a later publish lands; on an idle instance never',
-    tests: ['test/bus-continuity.test.ts']
+    tests: ['test/continuity.test.ts', 'test/bus-continuity.test.ts']
   },
   {
     id: 'tower-trust-proxy-full-prefix',
@@ -216,7 +216,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-read-hole',
-    file: 'lib/bus/redis/redis-bus.ts',
+    file: 'lib/bus/redis/continuity.ts',
     find: "if (Number(fieldOf(fields, 'n')) !== ++seq) return { kind: 'gone', reason: 'lost' }",
     replace: '++seq',
     why: 'a resume read across a deleted entry replays the survivors',
@@ -224,11 +224,11 @@ export const MUTANTS = [
   },
   {
     id: 'redis-reader-hole',
-    file: 'lib/bus/redis/redis-bus.ts',
-    find: '    if (seq !== this.lastSeq + 1) {\n      // A hole',
-    replace: '    if (false) {\n      // A hole',
+    file: 'lib/bus/redis/continuity.ts',
+    find: 'const gap = place.seq !== this.lastSeq + 1',
+    replace: 'const gap = false',
     why: 'the reader skips a trimmed hole silently',
-    tests: ['test/bus-redis.test.ts', 'test/bus-gray.test.ts', 'test/bus-loss.test.ts', 'test/bus-continuity.test.ts']
+    tests: ['test/continuity.test.ts', 'test/bus-redis.test.ts', 'test/bus-gray.test.ts', 'test/bus-loss.test.ts', 'test/bus-continuity.test.ts']
   },
   {
     id: 'redis-script-deadline',
@@ -288,7 +288,7 @@ export const MUTANTS = [
   },
   {
     id: 'redis-read-entry-epoch',
-    file: 'lib/bus/redis/redis-bus.ts',
+    file: 'lib/bus/redis/continuity.ts',
     find: "if (fieldOf(first[1], 'e') !== after.epoch) return { kind: 'gone', reason: 'unknown' }",
     replace: '',
     why: 'equivalent',

@@ -1,4 +1,5 @@
 import type { Redis, RedisOptions } from 'ioredis'
+import { backoffDelayMs } from '../../client/policy'
 import { parseRedisUrl } from './url'
 
 /**
@@ -64,4 +65,71 @@ export function restartWhenEnded (connection: Redis, delayMs: () => number): () 
     clearTimeout(timer)
     connection.off('end', onEnd)
   }
+}
+
+/** Reconnect delays: full jitter over an exponential window, capped (no herd on Redis either). */
+const BACKOFF_BASE_MS = 100
+const BACKOFF_CAP_MS = 2000
+export const CONNECT_TIMEOUT_MS = 5000
+const KEEPALIVE_MS = 1000
+
+/** The bus's two connections: the publisher (the app's client when one is given) and the blocking reader, always its own. */
+export interface BusConnections {
+  publisher: Redis
+  reader: Redis
+  ownsPublisher: boolean
+  /** Stops starting ended connections again (before they are closed on purpose). */
+  stopRestarts: () => void
+}
+
+/**
+ * Opens (lazily) the bus's connections: no offline queue and no resent commands (a publish is
+ * answered in time or refused, never sent late), a deadline on every command — one that has seen
+ * no reply byte for `commandDeadlineMs` tears the socket down and ioredis reconnects, so a
+ * half-open socket never holds a reader forever — TCP keepalive for the sockets idle in between,
+ * and jittered reconnects. Ended connections of ours are started again; an app's connection that
+ * ended is the app's to start again.
+ */
+export function openBusConnections (redis: string | Redis, random: () => number, commandDeadlineMs: number): BusConnections {
+  const own: RedisOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    socketTimeout: commandDeadlineMs,
+    keepAlive: KEEPALIVE_MS,
+    // The reader duplicates an app's client too: it must not hold a close on a stalled server either.
+    disconnectTimeout: DISCONNECT_TIMEOUT_MS,
+    // Full jitter over windows of 200 ms, 400 ms, … 2 s.
+    retryStrategy: (attempt) => backoffDelayMs(attempt + 1, random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
+  }
+  const ownsPublisher = typeof redis === 'string'
+  const publisher = typeof redis === 'string' ? createRedisConnection(redis, own) : redis
+  // The blocking reader needs a connection of its own; it is always ours.
+  const reader = publisher.duplicate(own)
+  const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
+  const stops = (ownsPublisher ? [publisher, reader] : [reader]).map((connection) => restartWhenEnded(connection, restartDelay))
+  return { publisher, reader, ownsPublisher, stopRestarts: () => { for (const stop of stops) stop() } }
+}
+
+/** Resolves once `connection` is ready (connecting it if it waits), rejects if it ends or is not ready within CONNECT_TIMEOUT_MS. */
+export function whenReady (connection: Redis): Promise<void> {
+  if (connection.status === 'ready') return Promise.resolve()
+  if (connection.status === 'wait') return connection.connect()
+  return new Promise((resolve, reject) => {
+    // Unref'd: a wait that close() cut short must not hold the process either.
+    const timer = setTimeout(() => done(new Error(`not ready after ${CONNECT_TIMEOUT_MS} ms (${connection.status})`)), CONNECT_TIMEOUT_MS).unref()
+    const done = (error?: Error): void => {
+      clearTimeout(timer)
+      connection.off('ready', onReady)
+      connection.off('end', onEnd)
+      if (error === undefined) resolve()
+      else reject(error)
+    }
+    const onReady = (): void => done()
+    const onEnd = (): void => done(new Error('connection ended'))
+    connection.once('ready', onReady)
+    connection.once('end', onEnd)
+  })
 }

@@ -1,0 +1,67 @@
+import type { Redis } from 'ioredis'
+import { BusEvictableError, BusUnavailableError } from '../../errors'
+
+/** What a connection's server says about itself: who it is, whether a restart loses nothing, its clock. */
+export interface ServerFacts {
+  runId: string
+  lossless: boolean
+  /** Redis ms minus local ms. */
+  offsetMs: number
+}
+
+/**
+ * Asks a server what the bus must know of it before trusting it: its run_id (new at every
+ * restart or failover), whether it is provably lossless across a restart, its clock's offset
+ * from ours, and whether its eviction policy may drop the bus's keys. A managed Redis that refuses
+ * CONFIG GET is said once in the log.
+ */
+export class ServerFactsReader {
+  private configNoted = false
+
+  constructor (private readonly now: () => number, private readonly log: { info: (msg: string) => void }) {}
+
+  /**
+   * Lossless means an AOF written with fsync on every write, and not a promoted replica, whose
+   * data may lag its old primary's.
+   */
+  async read (connection: Redis): Promise<ServerFacts> {
+    const sent = this.now()
+    const [[, time], [, server], [, replication], [, appendonly], [, fsync]] = await connection.pipeline()
+      .time().info('server').info('replication')
+      .call('CONFIG', 'GET', 'appendonly').call('CONFIG', 'GET', 'appendfsync')
+      .exec() as Array<[Error | null, unknown]>
+    const runId = /^run_id:(\w+)/m.exec(String(server))?.[1]
+    if (runId === undefined) throw new BusUnavailableError('Redis INFO server has no run_id')
+    if (!Array.isArray(appendonly)) this.noteConfigRefused()
+    const promoted = /^second_repl_offset:(-?\d+)/m.exec(String(replication))?.[1] !== '-1'
+    const lossless = (appendonly as string[] | undefined)?.[1] === 'yes' && (fsync as string[] | undefined)?.[1] === 'always' && !promoted
+    return { runId, lossless, offsetMs: offsetOf(time as [string, string], sent, this.now()) }
+  }
+
+  /**
+   * Refuses a server whose keys can be evicted: under allkeys-* they can; the bus's keys but the
+   * idempotency ones carry no TTL, so volatile-* and noeviction keep them.
+   */
+  async checkEviction (connection: Redis): Promise<void> {
+    let policy: string | undefined
+    try {
+      policy = (await connection.call('CONFIG', 'GET', 'maxmemory-policy') as string[])[1]
+    } catch {
+      this.noteConfigRefused()
+      return
+    }
+    if (policy?.startsWith('allkeys-') === true) throw new BusEvictableError(policy)
+  }
+
+  private noteConfigRefused (): void {
+    if (this.configNoted) return
+    this.configNoted = true
+    this.log.info('tower-sse: Redis refuses CONFIG GET (managed Redis?): the bus cannot check maxmemory-policy (keep it noeviction or volatile-*) ' +
+      'nor prove a restart lossless, so every Redis restart costs each client one resync')
+  }
+}
+
+/** Redis's clock minus ours, from a TIME answered between `sent` and `answered` (to within half the round trip). */
+export function offsetOf ([seconds, micros]: [string, string], sent: number, answered: number): number {
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - (sent + answered) / 2
+}
