@@ -1,5 +1,5 @@
 import createError from '@fastify/error'
-import { describe } from './client/describe'
+import { describe } from './shared/describe'
 import { REFUSALS, type RefusalReason } from './observe/vocabulary'
 
 /**

@@ -116,12 +116,9 @@ const towerSse = fp(towerSsePlugin, { fastify: '5.x', name: 'tower-sse' })
 
 export default towerSse
 export { towerSse }
-export { DEFAULTS, normalizeOptions } from './options'
-export type { NormalizedOptions } from './options'
-export { isValidTopic } from './stream/stream-request'
-export { streamGuard, parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
+export { DEFAULTS } from './options'
+export { streamGuard } from './admission/request-guard'
 export type { StreamGuardOptions } from './admission/request-guard'
-export { IDEMPOTENCY_KEY } from './streams/registry'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
@@ -139,9 +136,6 @@ export type { BroadcastOptions, BroadcastResult } from './streams/registry'
 export type { SseStats } from './observe/vocabulary'
 export type { SseHub } from './streams/hub'
 export type { BusStats } from './bus/bus'
-// The `redis` option's URL, read and shown without its password; the connection itself is `tower-sse/redis`.
-export { parseRedisUrl, redactRedisUrl } from './bus/redis/url'
-export { encodeEvent, encodeRetry } from './events/encoder'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official
 // Fastify plugin, with the named exports and `.default` hanging off it.

@@ -1,5 +1,4 @@
 // `tower-sse/redis`: the connection the Redis bus makes from a URL (redis://, rediss://,
 // redis+sentinel://), for an app's own Redis needs. An entry of its own because its types are
 // ioredis's: the main entry's types compile without ioredis (an optional peer) installed.
-export { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from './bus/redis/connection'
-export { parseRedisUrl, redactRedisUrl, type RedisTarget } from './bus/redis/url'
+export { createRedisConnection } from './bus/redis/connection'

@@ -1,13 +1,7 @@
 import t from 'tap'
-import {
-  CLIENT_DEFAULTS,
-  TowerSseClient,
-  TowerSseClientOptionError,
-  backoffDelayMs,
-  classifyResponse,
-  jitterUpMs,
-  parseRetryAfterMs
-} from '../lib/client'
+import { CLIENT_DEFAULTS, TowerSseClient, TowerSseClientOptionError } from '../lib/client'
+import { classifyResponse, parseRetryAfterMs } from '../lib/client/policy'
+import { backoffDelayMs, jitterUpMs } from '../lib/shared/backoff'
 import { seededRandom } from './fixtures/client-seeded-random'
 
 t.test('backoff: full jitter within [0, min(cap, base × 2^(n-1))) over many seeded draws', async (t) => {

@@ -15,7 +15,7 @@ import { startTower } from './fixtures/tower'
 
 const ROOT = path.join(__dirname, '..')
 const SCENARIO = path.join(__dirname, 'fixtures', 'client-runtime-scenario.mjs')
-const BUILD = pathToFileURL(path.join(ROOT, 'dist', 'client-esm', 'index.js')).href
+const BUILD = pathToFileURL(path.join(ROOT, 'dist', 'client-esm', 'client', 'index.js')).href
 
 const RUNTIMES = {
   bun: [path.join(ROOT, 'node_modules', '.bin', 'bun'), SCENARIO],

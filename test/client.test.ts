@@ -1,6 +1,7 @@
 import net from 'node:net'
 import t from 'tap'
-import { backoffDelayMs, TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client'
+import { TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client'
+import { backoffDelayMs } from '../lib/shared/backoff'
 import { startApp } from './fixtures/app'
 import { seededRandom } from './fixtures/client-seeded-random'
 import { startScriptedServer } from './fixtures/client-scripted-server'

@@ -1,6 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { DEFAULTS, normalizeOptions } from '../lib'
+import towerSse, { DEFAULTS } from '../lib'
+import { normalizeOptions } from '../lib/internal'
 import { startApp } from './fixtures/app'
 import { connect } from './fixtures/sse-connection'
 

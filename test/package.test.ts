@@ -19,7 +19,7 @@ t.test('npm pack + install into an empty project', async (t) => {
   for (const example of ['example.mjs', 'example.cjs']) copyFileSync(path.join(FIXTURES, example), path.join(app, example))
 
   t.test('the tarball holds the build, Tower\'s assets and nothing else', async (t) => {
-    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/client/index.js', 'dist/client-esm/index.js', 'dist/errors.js',
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/client/index.js', 'dist/client-esm/client/index.js', 'dist/client-esm/shared/backoff.js', 'dist/internal.js', 'dist/errors.js',
       'dist/tower/cli.js', 'dist/tower/public/index.html', 'dist/tower/public/dashboard.js', 'dist/tower/vendor/uplot/uPlot.esm.js',
       'dist/tower/vendor/uplot/LICENSE', 'package.json', 'README.md', 'LICENSE']) {
       t.ok(files.includes(file), file)
@@ -70,7 +70,7 @@ t.test('npm pack + install into an empty project', async (t) => {
     await waitFor('tower to listen', () => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 20_000)
     const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
     for (const url of ['/', '/dashboard.js', '/vendor/uplot.js', '/vendor/uplot.css', '/vendor/eventsource-parser.js', '/vendor/tower-sse-client/index.js',
-      '/vendor/tower-sse-client/tabs.js']) {
+      '/vendor/tower-sse-client/tabs.js', '/vendor/shared/backoff.js']) {
       t.equal((await request(port, 'GET', url)).status, 200, url)
     }
     const metrics = await request(port, 'GET', '/metrics')

@@ -1,6 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import towerSse, { normalizeOptions, streamGuard } from '../lib'
+import towerSse, { streamGuard } from '../lib'
+import { normalizeOptions } from '../lib/internal'
 import { injectStream } from '../lib/testing'
 
 const guarded = { allowedHosts: ['app.example', '*.corp.test'], allowedOrigins: ['https://app.example', 'http://localhost:5173'] }

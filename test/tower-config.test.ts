@@ -1,5 +1,6 @@
 import t from 'tap'
-import { DEFAULTS, normalizeOptions } from '../lib'
+import { DEFAULTS } from '../lib'
+import { normalizeOptions } from '../lib/internal'
 import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
 import { chooseLogFormat } from '../lib/tower/logging'
 

@@ -58,6 +58,10 @@ t.test('the browser client is served from its build', async (t) => {
   t.equal(res.status, 200)
   t.equal(res.headers['content-type'], 'text/javascript; charset=utf-8')
   t.equal(res.body, readFileSync(CLIENT_ESM_FILE, 'utf8'))
+  const shared = await request(port, 'GET', '/vendor/shared/backoff.js')
+  t.equal(shared.status, 200, 'the lib/shared/ module the client imports, where its relative import points')
+  t.equal(shared.body, readFileSync(path.join(path.dirname(CLIENT_ESM_FILE), '..', 'shared', 'backoff.js'), 'utf8'))
+  t.equal((await request(port, 'GET', '/vendor/shared/slices.js')).status, 404, 'only the shared modules the client imports')
 })
 
 t.test('nothing outside the public folder and the named vendor files is served', async (t) => {

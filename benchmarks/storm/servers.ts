@@ -1,4 +1,4 @@
-import { normalizeOptions } from '../../lib'
+import { normalizeOptions } from '../../lib/internal'
 import { LEGACY_MAX_CLIENTS } from './servers/legacy'
 import { UPSTREAM_MAX_CLIENTS } from './servers/upstream-fix'
 

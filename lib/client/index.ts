@@ -9,8 +9,8 @@
  *
  * Plain ES modules with one runtime import (`eventsource-parser`): browsers load them without a
  * bundler (an import map resolves the parser); Node loads the CommonJS build.
- *   policy.ts   the reconnect policy (pure functions)
- *   describe.ts a refused value in an error message (shared with the plugin)
+ *   policy.ts   what a response means: a stream, a wait (Retry-After) or a stop
+ *   ../shared/  the backoff and jitter, and a refused value in an error message (shared with the plugin)
  *   options.ts  defaults and validation
  *   events.ts   states, errors and events
  *   wire.ts     one stream: fetch + eventsource-parser + reconnects
@@ -29,7 +29,7 @@ import { normalizeClientOptions, type NormalizedClientOptions, type TowerSseClie
 import { TabShare, type TabLocks, type TabRole, type TabSink } from './tabs.ts'
 import { StreamWire, type WireSink } from './wire.ts'
 
-export { backoffDelayMs, classifyResponse, jitterUpMs, parseRetryAfterMs, type RandomSource, type ResponseVerdict } from './policy.ts'
+export type { RandomSource } from '../shared/backoff.ts'
 export {
   CLIENT_DEFAULTS, TowerSseClientOptionError, type TowerSseAttempt, type TowerSseBody, type TowerSseClientOptions, type TowerSseHeaders,
   type TowerSseOnResponse

@@ -1,6 +1,6 @@
 /** The client's options: every default in one place, validated once in the constructor. */
-import { describe } from './describe.ts'
-import type { RandomSource } from './policy.ts'
+import { describe } from '../shared/describe.ts'
+import type { RandomSource } from '../shared/backoff.ts'
 
 /** What a `headers` function is told about the attempt it is called for. */
 export interface TowerSseAttempt {

@@ -1,28 +1,7 @@
 /**
- * The reconnect policy: pure functions, so it can be tested over many seeded draws.
- * Where EventSource gives up (503) or comes back at a fixed pace, these spread clients out.
+ * The client's reading of a response: pure functions, so they can be tested case by case. Its
+ * delays (backoff, jitter) are lib/shared/backoff.ts, which the server's reconnects use too.
  */
-
-/** A source of uniform numbers in [0, 1); injectable so tests can seed it. */
-export type RandomSource = () => number
-
-/**
- * Exponential backoff with full jitter: uniform in [0, min(cap, base × 2^(failures - 1))].
- * Full jitter spreads clients that failed together over the whole window instead of a band.
- */
-export function backoffDelayMs (failures: number, random: RandomSource, baseMs: number, capMs: number): number {
-  if (!Number.isSafeInteger(failures) || failures < 1) {
-    throw Object.assign(new RangeError(`tower-sse/client: failures must be an integer >= 1, got ${failures}`), { code: 'TOWER_SSE_CLIENT_ARGUMENT' })
-  }
-  // 2^(failures-1) overflows to Infinity for huge counts, which the cap absorbs.
-  const ceiling = Math.min(capMs, baseMs * 2 ** (failures - 1))
-  return Math.floor(random() * ceiling)
-}
-
-/** A wait of at least `ms`, stretched by up to `ratio` × ms so that clients do not return together. */
-export function jitterUpMs (ms: number, ratio: number, random: RandomSource): number {
-  return Math.round(ms * (1 + ratio * random()))
-}
 
 // The HTTP-date every current server sends (RFC 9110 IMF-fixdate); Date.parse alone accepts
 // almost anything ("-3" is a year), so the shape is checked first.

@@ -6,8 +6,9 @@
 import { createParser, type EventSourceParser } from 'eventsource-parser'
 import { TowerSseClientError, type TowerSseClientState, type WaitReason, type WireMessage } from './events.ts'
 import { checkHeaders, MAX_TIMER_MS, TowerSseClientOptionError, type NormalizedClientOptions } from './options.ts'
-import { describe } from './describe.ts'
-import { backoffDelayMs, classifyResponse, jitterUpMs, parseRetryAfterMs } from './policy.ts'
+import { describe } from '../shared/describe.ts'
+import { backoffDelayMs, jitterUpMs } from '../shared/backoff.ts'
+import { classifyResponse, parseRetryAfterMs } from './policy.ts'
 
 export interface WireSink {
   state: (state: TowerSseClientState) => void

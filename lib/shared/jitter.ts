@@ -1,4 +1,4 @@
-import type { RandomSource } from '../client/policy'
+import type { RandomSource } from './backoff'
 
 export type { RandomSource }
 

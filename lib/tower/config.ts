@@ -1,5 +1,6 @@
 import { isIP } from 'node:net'
-import { DEFAULTS, normalizeOptions, parseAllowedHost, TowerSseOptionError, type NormalizedOptions, type TowerSseOptions } from '..'
+import { DEFAULTS, TowerSseOptionError, type TowerSseOptions } from '..'
+import { normalizeOptions, parseAllowedHost, type NormalizedOptions } from '../internal'
 import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { LOG_FORMATS, type LogFormat } from './logging'

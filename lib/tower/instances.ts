@@ -1,9 +1,8 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import { backoffDelayMs, type RandomSource } from '../client'
 import type { SseStats } from '..'
-import { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from '../redis'
+import { backoffDelayMs, createRedisConnection, RESTART_ATTEMPT, restartWhenEnded, type RandomSource } from '../internal'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */

@@ -1,5 +1,5 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
-import { IDEMPOTENCY_KEY, isValidTopic } from '..'
+import { IDEMPOTENCY_KEY, isValidTopic } from '../internal'
 import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'
 

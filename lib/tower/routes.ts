@@ -9,6 +9,7 @@ export const TOWER_ROUTES = Object.freeze({
   metrics: '/metrics',
   vendor: '/vendor/:name',
   vendorClient: '/vendor/tower-sse-client/:name',
+  vendorShared: '/vendor/shared/:name',
   asset: '/:name'
 })
 
@@ -20,6 +21,7 @@ const ROUTE_NAMES: Readonly<Record<keyof typeof TOWER_ROUTES, string>> = {
   metrics: 'the metrics route',
   vendor: 'the dashboard\'s vendor modules (/vendor/:name)',
   vendorClient: 'the browser client\'s modules (/vendor/tower-sse-client/:name)',
+  vendorShared: 'the browser client\'s shared modules (/vendor/shared/:name)',
   asset: 'the dashboard\'s files (/:name)'
 }
 

@@ -9,10 +9,15 @@ import { TOWER_ROUTES } from './routes'
 // root; the build copies public/ next to dist/tower/ (scripts/build.mjs).
 const PACKAGE_ROOT = path.resolve(__dirname, '..', '..')
 export const PUBLIC_DIR = path.join(__dirname, 'public')
-export const CLIENT_ESM_DIR = path.join(PACKAGE_ROOT, 'dist', 'client-esm')
+// The client's browser build keeps lib/'s layout (client/ and the shared/ modules it imports), and
+// so do the URLs: /vendor/tower-sse-client/ and /vendor/shared/ side by side, so '../shared/x.js' resolves.
+export const CLIENT_ESM_DIR = path.join(PACKAGE_ROOT, 'dist', 'client-esm', 'client')
+export const CLIENT_ESM_SHARED_DIR = path.join(PACKAGE_ROOT, 'dist', 'client-esm', 'shared')
 export const CLIENT_ESM_FILE = path.join(CLIENT_ESM_DIR, 'index.js')
 /** The modules of the client's browser build (lib/client/*.ts), served side by side so their relative imports resolve. */
-export const CLIENT_ESM_MODULES: ReadonlySet<string> = new Set(['index.js', 'describe.js', 'events.js', 'options.js', 'policy.js', 'tabs.js', 'wire.js'])
+export const CLIENT_ESM_MODULES: ReadonlySet<string> = new Set(['index.js', 'events.js', 'options.js', 'policy.js', 'tabs.js', 'wire.js'])
+/** The lib/shared/ modules the client's browser build imports. */
+export const CLIENT_ESM_SHARED_MODULES: ReadonlySet<string> = new Set(['backoff.js', 'describe.js'])
 const CLIENT_ESM_MISSING = 'the browser build of tower-sse/client (dist/client-esm/) is missing: run npm run build'
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {
@@ -45,9 +50,10 @@ const VENDOR_FILES: Readonly<Record<string, { file: string, missing: string }>> 
 const PUBLIC_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/
 
 /** The names each parametric route answers with a file; any other name is a 404. */
-const SERVED: Readonly<Record<'vendor' | 'vendorClient' | 'asset', (name: string) => boolean>> = {
+const SERVED: Readonly<Record<'vendor' | 'vendorClient' | 'vendorShared' | 'asset', (name: string) => boolean>> = {
   vendor: (name) => Object.hasOwn(VENDOR_FILES, name),
   vendorClient: (name) => CLIENT_ESM_MODULES.has(name),
+  vendorShared: (name) => CLIENT_ESM_SHARED_MODULES.has(name),
   asset: (name) => PUBLIC_NAME.test(name) && Object.hasOwn(CONTENT_TYPES, path.extname(name))
 }
 
@@ -81,7 +87,7 @@ async function sendFile (reply: FastifyReply, file: string, missing: string): Pr
     .send(content)
 }
 
-/** GET / (the dashboard), GET /<file> from lib/tower/public/, GET /vendor/<module>, GET /vendor/tower-sse-client/<module>. */
+/** GET / (the dashboard), GET /<file> from lib/tower/public/, GET /vendor/<module>, GET /vendor/tower-sse-client/<module>, GET /vendor/shared/<module>. */
 export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => {
   fastify.get(TOWER_ROUTES.dashboard, (_request, reply) =>
     sendFile(reply, path.join(PUBLIC_DIR, 'index.html'), 'the dashboard page lib/tower/public/index.html is missing'))
@@ -95,6 +101,11 @@ export const staticAssets: FastifyPluginCallback = (fastify, _options, done) => 
   fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.vendorClient, (request, reply) => {
     if (!SERVED.vendorClient(request.params.name)) return reply.callNotFound()
     return sendFile(reply, path.join(CLIENT_ESM_DIR, request.params.name), CLIENT_ESM_MISSING)
+  })
+
+  fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.vendorShared, (request, reply) => {
+    if (!SERVED.vendorShared(request.params.name)) return reply.callNotFound()
+    return sendFile(reply, path.join(CLIENT_ESM_SHARED_DIR, request.params.name), CLIENT_ESM_MISSING)
   })
 
   fastify.get<{ Params: { name: string } }>(TOWER_ROUTES.asset, (request, reply) => {

@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback } from 'fastify'
 import { StatsWindow, type WindowSnapshot } from './stats-window'
 import type { SseStats } from '..'
-import type { RandomSource } from '../client'
+import type { RandomSource } from '../internal'
 import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
 import { withTimeout } from './time-bound'

@@ -1,5 +1,5 @@
 import type { Redis, RedisOptions } from 'ioredis'
-import { backoffDelayMs } from '../../client/policy'
+import { backoffDelayMs } from '../../shared/backoff'
 import { parseRedisUrl } from './url'
 
 /**

@@ -1,6 +1,6 @@
 /**
- * A refused value as an error message shows it. Shared by the plugin's and the client's option
- * errors; it lives in lib/client/ because the client's browser build can import nothing outside it.
+ * A refused value as an error message shows it, for the plugin's and the client's option errors
+ * alike (compiled into the client's browser build too, so it imports nothing).
  */
 export function describe (value: unknown): string {
   if (typeof value === 'function') return 'a function'
