@@ -3,7 +3,7 @@
 // app imports `tower-sse`, `tower-sse/client`, `tower-sse/redis` and `tower-sse/testing`. Its
 // types are ioredis's too, as `tower-sse/redis`'s are.
 export { normalizeOptions, type NormalizedOptions } from './options'
-export { isValidTopic } from './stream/stream-request'
+export { isValidTopic } from './events/topic'
 export { parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
 export { IDEMPOTENCY_KEY } from './streams/registry'
 export { createRedisConnection, RESTART_ATTEMPT, restartWhenEnded } from './bus/redis/connection'

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { RandomSource } from './shared/jitter'
 import type { TopicsFromRequest } from './stream/stream-request'
-import { defaultKeyFn, type KeyFn } from './stream/request-key'
+import { defaultKeyFn, type KeyFn } from './admission/request-key'
 import { TowerSseOptionError } from './errors'
 import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis/url'
 import { parseAllowedHost } from './admission/request-guard'

@@ -136,3 +136,12 @@ t.test('the README\'s "Use it in your app" example type-checks (strict) and runs
   alice.destroy()
   room.destroy()
 })
+
+t.test('benchmarks/README.md counts the benchmarks and has a row for each npm run bench:* script', async (t) => {
+  const page = readFileSync(path.join(ROOT, 'benchmarks', 'README.md'), 'utf8')
+  const scripts = Object.keys((JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts)
+    .filter((name) => name.startsWith('bench:') && name !== 'bench:build')
+  const words = ['One', 'Two', 'Three', 'Four', 'Five', 'Six', 'Seven', 'Eight', 'Nine', 'Ten']
+  t.match(page, new RegExp(`^${words[scripts.length - 1]} benchmarks,`, 'm'), `${scripts.length} bench scripts`)
+  t.same(scripts.filter((name) => !page.includes(`| \`npm run ${name}\` |`)), [], 'each has its row in the table')
+})

@@ -1,5 +1,5 @@
 import t from 'tap'
-import towerSse, { errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib'
+import towerSse, { DEFAULTS, errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib'
 import { StreamStats } from '../lib/observe/stats'
 import type { Subscriber } from '../lib/streams/subscriber'
 import { MemoryBus } from '../lib/bus/memory'
@@ -29,7 +29,7 @@ t.test('errors are Fastify errors: code, statusCode, instanceof, and the option 
 })
 
 t.test('the registry refuses to hold one stream too many (an invariant admission keeps)', async (t) => {
-  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new StreamStats(), new MemoryBus(), () => 0)
+  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new StreamStats(), new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
   t.throws(() => registry.add({} as Subscriber, null), RegistryFullError)
   t.throws(() => registry.add({} as Subscriber, null), { code: 'TOWER_SSE_REGISTRY_FULL' })
 })

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { comparePositions, formatEventId, MAX_LAST_EVENT_ID_LENGTH, newEpoch, parseEventId, type EventPosition } from '../lib/events/event-id'
+import { comparePositions, formatEventId, MAX_LAST_EVENT_ID_LENGTH, newEpoch, parseEventId, type EventPosition } from '../lib/bus/event-id'
 
 const offset = fc.integer({ min: 1, max: 10 ** 15 })
 const position = fc.record({

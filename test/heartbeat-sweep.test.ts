@@ -1,5 +1,6 @@
 import http from 'node:http'
 import t from 'tap'
+import { DEFAULTS } from '../lib'
 import { MemoryBus } from '../lib/bus/memory'
 import { encodeRetry } from '../lib/events/encoder'
 import { SseRegistry } from '../lib/streams/registry'
@@ -17,7 +18,7 @@ const SLICE = 500
 const STREAMS = 600
 
 t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE} a turn, and the next one does too`, async (t) => {
-  const registry = new SseRegistry({ capacity: STREAMS, historyMaxEvents: 10, historyMaxBytes: 1e6 }, new StreamStats(), new MemoryBus(), () => 0)
+  const registry = new SseRegistry({ capacity: STREAMS, historyMaxEvents: 10, historyMaxBytes: 1e6 }, new StreamStats(), new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
   await registry.start()
   const turn0 = { n: 0 }
   /** Heartbeats per turn of the event loop since the test began counting. */

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import type { EventPosition } from '../lib/events/event-id'
+import type { EventPosition } from '../lib/bus/event-id'
 import { History, type HistoryEntry } from '../lib/events/history'
 
 const frame = (bytes: number): Buffer => Buffer.alloc(bytes, 'x')

@@ -7,7 +7,7 @@ import UnderPressure from '@fastify/under-pressure'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { AggregatorRegistry, Registry } from 'prom-client'
 import { StreamStats } from '../lib/observe/stats'
-import towerSse, { type SseStats } from '../lib'
+import towerSse, { DEFAULTS, type SseStats } from '../lib'
 import { registerMetrics, type BusState } from '../lib/observe/metrics'
 import { MemoryBus } from '../lib/bus/memory'
 import { SseRegistry, type BroadcastTimer } from '../lib/streams/registry'
@@ -320,7 +320,7 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
 
 t.test('bus metrics come from the bus-state provider, and exist only with one', async (t) => {
   const counts = new StreamStats()
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(), () => 0)
+  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
   const source = {
     stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel: 0 }),
     timeBroadcasts: (timer: BroadcastTimer) => registry.timeBroadcasts(timer)
@@ -355,7 +355,7 @@ t.test('aggregated over workers (as the cluster primary does), the storm level i
   /** One worker's metrics registry, its storm level and bus state set by the test. */
   const worker = (stormLevel: number, up: boolean): Registry => {
     const counts = new StreamStats()
-    const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(), () => 0)
+    const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
     const source = {
       stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel }),
       timeBroadcasts: (timer: BroadcastTimer) => registry.timeBroadcasts(timer)

@@ -1,4 +1,7 @@
-import type { EventPosition } from '../events/event-id'
+import type { BusStats } from '../observe/vocabulary'
+import type { EventPosition } from './event-id'
+
+export type { BusStats }
 
 /**
  * The seam between the registry (who is connected here) and where events come from. A broadcast is
@@ -47,20 +50,6 @@ export type BusRead =
    * lagged while Redis was replaced): ask again once it has caught up, never answer from behind.
    */
   | { kind: 'behind' }
-
-export interface BusStats {
-  kind: 'memory' | 'redis'
-  /** 'down' while the bus cannot publish or read; streams stay open meanwhile. */
-  state: 'up' | 'down'
-  /** Events delivered to this instance's subscriber so far. */
-  delivered: number
-  /** History reads the bus made for resuming clients (one per shared range). */
-  reads: number
-  /** Milliseconds between the newest delivered event's publication and its delivery here. */
-  lagMs: number
-  /** Times this instance could not prove continuity (lost, trimmed or rolled-back events) and resynced its streams. */
-  discontinuities: number
-}
 
 /** Called once per event, in order; returns how many local streams it was written to. */
 export type Deliver = (event: BusEvent) => number

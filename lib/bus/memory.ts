@@ -1,6 +1,5 @@
-import { formatEventId, newEpoch, type EventPosition } from '../events/event-id'
+import { formatEventId, newEpoch, type EventPosition } from './event-id'
 import { BusClosedError } from '../errors'
-import { DEFAULTS } from '../options'
 import type { Bus, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
 
 const NOT_SUBSCRIBED: Deliver = () => 0
@@ -21,7 +20,7 @@ export class MemoryBus implements Bus {
   /** Idempotency key → the id its first publish got and when; in insertion (= time) order. */
   private readonly keys = new Map<string, { id: string, at: number }>()
 
-  constructor (private readonly idempotencyWindowMs: number = DEFAULTS.idempotencyWindowMs, private readonly now: () => number = Date.now) {
+  constructor (private readonly idempotencyWindowMs: number, private readonly now: () => number = Date.now) {
     this.epoch = newEpoch(now())
   }
 

@@ -1,4 +1,4 @@
-import { comparePositions, type EventPosition } from './event-id'
+import { comparePositions, type EventPosition } from '../bus/event-id'
 
 /** One event as history keeps it: the frame every client was sent, shared, not copied. */
 export interface HistoryEntry {

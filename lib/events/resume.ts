@@ -1,7 +1,6 @@
 import type { Bus, BusEvent, BusRead } from '../bus/bus'
 import { SingleFlight } from '../shared/single-flight'
-import type { Subscriber } from '../streams/subscriber'
-import { comparePositions, formatEventId, type EventPosition } from './event-id'
+import { comparePositions, formatEventId, type EventPosition } from '../bus/event-id'
 import type { History, HistoryEntry } from './history'
 import type { StreamStats } from '../observe/stats'
 
@@ -18,6 +17,13 @@ interface Pending {
    * epoch): live events meanwhile are left to the ring and the bus, which the new start reads.
    */
   retrying: boolean
+}
+
+/** What a resume needs of a stream: whether it wants an event, whether a replay fits its budget, a write. */
+export interface ResumingStream {
+  wants (topic: string | undefined): boolean
+  fits (bytes: number): boolean
+  write (frame: Buffer): boolean
 }
 
 /** What the registry lends the resume logic. */
@@ -41,7 +47,7 @@ const RETRY_READ_MS = 1000
  * after the replay, so none overtakes or duplicates a replayed one (mercure's localsubscriber).
  */
 export class Resumes {
-  private readonly pending = new Map<Subscriber, Pending>()
+  private readonly pending = new Map<ResumingStream, Pending>()
   private readonly flights = new SingleFlight<Replay>()
   private readonly retries = new Set<NodeJS.Timeout>()
 
@@ -54,7 +60,7 @@ export class Resumes {
   }
 
   /** In the fan-out: true when `entry` must not be written to `client` now (held, or it has it). */
-  intercept (client: Subscriber, entry: HistoryEntry): boolean {
+  intercept (client: ResumingStream, entry: HistoryEntry): boolean {
     const pending = this.pending.get(client)
     if (pending === undefined) return false
     if (pending.retrying) return true
@@ -67,7 +73,7 @@ export class Resumes {
     return false
   }
 
-  forget (client: Subscriber): void {
+  forget (client: ResumingStream): void {
     this.pending.delete(client)
   }
 
@@ -75,13 +81,13 @@ export class Resumes {
    * Whether a discontinuity at `at` leaves `client` with nothing lost: its resume starts again
    * from its own id anyway, or it is at or past `at` in that epoch (it has every event up to it).
    */
-  survives (client: Subscriber, at: EventPosition): boolean {
+  survives (client: ResumingStream, at: EventPosition): boolean {
     const pending = this.pending.get(client)
     if (pending === undefined) return false
     return pending.retrying || (pending.held === null && pending.after.epoch === at.epoch && comparePositions(pending.after, at) >= 0)
   }
 
-  start (client: Subscriber, from: EventPosition): void {
+  start (client: ResumingStream, from: EventPosition): void {
     const local = this.host.history.since(from)
     if (local.kind === 'replay') {
       if (this.resyncIfTooLarge(client, local.entries)) return
@@ -106,7 +112,7 @@ export class Resumes {
     this.await(client, from, upTo)
   }
 
-  private await (client: Subscriber, from: EventPosition, upTo: EventPosition): void {
+  private await (client: ResumingStream, from: EventPosition, upTo: EventPosition): void {
     // Keyed by the whole range: a client joining later shares the read only if nothing new was
     // delivered since. The frames are encoded once per read, not once per client.
     this.flights.run(`${formatEventId(from)}>${formatEventId(upTo)}`, async () => {
@@ -127,7 +133,7 @@ export class Resumes {
    * caught up by then, else from the bus. Meanwhile the client is sent nothing, so no event of an
    * epoch it has moved past reaches it, and none is written twice.
    */
-  private retry (client: Subscriber, from: EventPosition): void {
+  private retry (client: ResumingStream, from: EventPosition): void {
     const pending = this.pending.get(client)
     if (pending === undefined) return
     pending.retrying = true
@@ -142,7 +148,7 @@ export class Resumes {
     this.retries.add(timer)
   }
 
-  private finish (client: Subscriber, from: EventPosition, upTo: EventPosition, read: Replay): void {
+  private finish (client: ResumingStream, from: EventPosition, upTo: EventPosition, read: Replay): void {
     const pending = this.pending.get(client)
     // Gone meanwhile (remove() forgot it), or already finished by an earlier read.
     if (pending === undefined || pending.retrying) return
@@ -184,7 +190,7 @@ export class Resumes {
    * A replay larger than the client's unsent-bytes budget would get it dropped as slow, and its
    * reconnect would ask for the same replay again, forever: it gets a resync instead.
    */
-  private resyncIfTooLarge (client: Subscriber, entries: readonly HistoryEntry[]): boolean {
+  private resyncIfTooLarge (client: ResumingStream, entries: readonly HistoryEntry[]): boolean {
     let bytes = 0
     for (const entry of entries) if (client.wants(entry.topic)) bytes += entry.frame.length
     if (client.fits(bytes)) return false
@@ -201,7 +207,7 @@ export class Resumes {
 }
 
 /** Writes what the client wants of `entries`; returns how many (it stops where the client was dropped). */
-function writeAll (client: Subscriber, entries: readonly HistoryEntry[]): number {
+function writeAll (client: ResumingStream, entries: readonly HistoryEntry[]): number {
   let written = 0
   for (const entry of entries) {
     if (!client.wants(entry.topic)) continue

@@ -1,7 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import type { MetricsRegistryLike } from '../options'
 import { CLOSE_CAUSES, type SseStats } from './vocabulary'
-import type { BroadcastTimer } from '../streams/registry'
 
 /** What the cluster bus reports about itself; null while it has nothing to report. */
 export interface BusState {
@@ -16,7 +15,8 @@ export type BusStateProvider = () => BusState | null
 /** What the metrics read: stats() when scraped, and a hook to time each event's fan-out. */
 export interface MetricsSource {
   stats: () => SseStats
-  timeBroadcasts: (timer: BroadcastTimer) => void
+  /** The registry's hook: `timer` starts timing one broadcast, and the function it returns ends it. */
+  timeBroadcasts: (timer: () => () => void) => void
 }
 
 /** From a broadcast to a handful of streams (0.1 ms) to one that stalls the event loop (1 s). */

@@ -1,9 +1,7 @@
-import type { BusStats } from '../bus/bus'
-
 /**
  * The vocabulary: every refusal reason, close cause and resume outcome, once. Counters, the log
  * line, the metrics' labels and the refusal codes are all derived from these tables, so a new
- * reason is one row here (plus the check in admission that decides it). A leaf: it imports types only.
+ * reason is one row here (plus the check in admission that decides it). A leaf: it imports nothing.
  */
 
 /** Why admission refused a stream request: its error code, status and the message's text. */
@@ -96,4 +94,19 @@ export interface SseStats extends ActivityCounts, AdmissionGauges {
 /** A record with a zero for each name. */
 export function zeros<K extends string> (names: readonly K[]): Record<K, number> {
   return Object.fromEntries(names.map((name) => [name, 0])) as Record<K, number>
+}
+
+/** The bus's part of the stats shape (a bus's stats() answers it). */
+export interface BusStats {
+  kind: 'memory' | 'redis'
+  /** 'down' while the bus cannot publish or read; streams stay open meanwhile. */
+  state: 'up' | 'down'
+  /** Events delivered to this instance's subscriber so far. */
+  delivered: number
+  /** History reads the bus made for resuming clients (one per shared range). */
+  reads: number
+  /** Milliseconds between the newest delivered event's publication and its delivery here. */
+  lagMs: number
+  /** Times this instance could not prove continuity (lost, trimmed or rolled-back events) and resynced its streams. */
+  discontinuities: number
 }

@@ -1,16 +1,12 @@
 import type { FastifyRequest } from 'fastify'
 import { SubscriptionError } from '../errors'
-import { parseEventId, type ParsedEventId } from '../events/event-id'
+import { parseEventId, type ParsedEventId } from '../bus/event-id'
+import { isValidTopic } from '../events/topic'
 
 /** The topics a request subscribes to (null or undefined: every event); it may be async. */
 export type TopicsFromRequest = (request: FastifyRequest) => readonly string[] | null | undefined | PromiseLike<readonly string[] | null | undefined>
 
-const TOPIC = /^[A-Za-z0-9_.:-]{1,64}$/
 const MAX_TOPICS = 32
-
-export function isValidTopic (topic: unknown): topic is string {
-  return typeof topic === 'string' && TOPIC.test(topic)
-}
 
 function checkTopic (topic: unknown, where: string): string {
   if (!isValidTopic(topic)) {

@@ -4,13 +4,13 @@ import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
 import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from '../errors'
-import type { EventPosition, ParsedEventId } from '../events/event-id'
+import type { EventPosition, ParsedEventId } from '../bus/event-id'
 import { History, type HistoryEntry } from '../events/history'
 import type { RandomSource } from '../shared/jitter'
 import type { SseClientInfo } from '../options'
 import { Resumes } from '../events/resume'
 import { inSlices } from '../shared/slices'
-import { isValidTopic } from '../stream/stream-request'
+import { isValidTopic } from '../events/topic'
 
 /** Drain batches are this far apart (fewer batches when there are fewer clients). */
 const DRAIN_STEP_MS = 50

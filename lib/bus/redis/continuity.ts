@@ -1,4 +1,4 @@
-import { formatEventId, type EventPosition } from '../../events/event-id'
+import { formatEventId, type EventPosition } from '../event-id'
 import type { BusEvent, BusRead } from '../bus'
 import { compareStreamIds, eventOf, fieldOf, positionOf, streamId, type EntryPlace, type StreamEntry } from './entry-codec'
 

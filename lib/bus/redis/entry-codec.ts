@@ -1,4 +1,4 @@
-import { formatEventId, type EventPosition } from '../../events/event-id'
+import { formatEventId, type EventPosition } from '../event-id'
 import type { BusEvent, BusMessage } from '../bus'
 
 /**

@@ -1,4 +1,4 @@
-import { comparePositions, formatEventId, type EventPosition } from '../../events/event-id'
+import { comparePositions, formatEventId, type EventPosition } from '../event-id'
 import { BusClosedError, BusUnavailableError, PublishOutcomeUnknownError } from '../../errors'
 import type { Published } from '../bus'
 import { positionOf } from './entry-codec'

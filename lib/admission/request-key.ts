@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { addressKey, DEFAULT_ADDRESS_GROUPING, type AddressGrouping } from '../admission/address-key'
+import { addressKey, DEFAULT_ADDRESS_GROUPING, type AddressGrouping } from './address-key'
 import { TowerSseOptionError } from '../errors'
 
 /** Whose stream a request is, for maxClientsPerKey; it may be async (runs after the route's own hooks). */
