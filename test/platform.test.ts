@@ -8,6 +8,9 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
 import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
+import { takeOverClosingRequests } from '../lib/platform/request-takeover'
+import { endAndClose, openUntilClose } from '../lib/platform/server-closes-first'
+import { request } from './fixtures/tower'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
@@ -125,4 +128,62 @@ t.test('hasLeft: HTTP/1 destroys the response when the client goes; HTTP/2 only 
   t.teardown(close)
   t.same([res.writable, res.stream.closed], [true, true], 'Node\'s compatibility response still says writable; its stream says closed')
   t.equal(hasLeft(res as unknown as http.ServerResponse), true, 'HTTP/2: gone, read from the stream')
+})
+
+t.test('Node HTTP/1: useChunkedEncodingByDefault off sends a body without a length unframed, delimited by the server\'s close', async (t) => {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/plain') {
+      // Node's default, for contrast: no length, so the body is chunked and ends with a last chunk.
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      res.end('hello')
+      return
+    }
+    openUntilClose(res, 200, { 'content-type': 'text/plain' })
+    res.write('hel')
+    endAndClose(res, 'lo')
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  const plain = rawExchange(port, 'GET /plain HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.teardown(() => plain.socket.destroy())
+  await waitFor('the chunked response', () => plain.text().endsWith('0\r\n\r\n'))
+  t.match(plain.text(), /\r\nTransfer-Encoding: chunked\r\n/i, 'Node chunks by default')
+  const exchange = rawExchange(port, 'GET /stream HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.teardown(() => exchange.socket.destroy())
+  await waitFor('the server to close', () => exchange.isClosed())
+  const [head, body] = exchange.text().split('\r\n\r\n')
+  t.notMatch(head, /transfer-encoding|content-length/i, 'neither a length nor chunks: the body runs until the close')
+  t.match(head, /\r\nConnection: close/i)
+  t.equal(body, 'hello', 'the bytes as written, no chunk framing')
+})
+
+t.test('Fastify answers through its server\'s request listeners: the takeover swaps them, routes still answer, and while closing the stream path gets the refusal', async (t) => {
+  const app = Fastify({ logger: false })
+  app.get('/events', async () => 'a stream')
+  app.get('/other', async () => 'other')
+  let release = (): void => {}
+  const held = new Promise<void>((resolve) => { release = resolve })
+  // close() runs preClose hooks while the server still listens and Fastify's closing flag is set.
+  app.addHook('preClose', async () => { await held })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const fastifyListeners = app.server.listeners('request')
+  t.equal(fastifyListeners.length, 1, 'Fastify serves through one request listener on its server')
+  takeOverClosingRequests(app, '/events', (res) => {
+    res.writeHead(503, { 'x-refused-by': 'tower-sse' })
+    res.end()
+  })
+  t.not(app.server.listeners('request')[0], fastifyListeners[0], 'the listener is swapped')
+  const port = (app.server.address() as AddressInfo).port
+  t.equal((await request(port, 'GET', '/events')).body, 'a stream', 'not closing: Fastify routes the stream path as before')
+  t.equal((await request(port, 'GET', '/other')).body, 'other')
+  const closing = app.close()
+  t.teardown(async () => { release(); await closing })
+  await waitFor('close() to begin', () => fastifyState(app)?.closing === true)
+  const refused = await request(port, 'GET', '/events')
+  t.equal(refused.headers['x-refused-by'], 'tower-sse', 'closing: the stream path gets the plugin\'s refusal')
+  const other = await request(port, 'GET', '/other')
+  t.equal(other.status, 503, 'closing: every other request still gets Fastify\'s own 503')
+  t.equal(other.headers['x-refused-by'], undefined)
+  release()
+  await closing
 })
