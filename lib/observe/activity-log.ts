@@ -11,8 +11,8 @@ export interface ActivityLogOptions {
 }
 
 /**
- * Counters instead of per-connection log lines: the incident wrote 774K lines in 2.5 days.
- * One summary line per window (read from the stats owner), and only for windows in which
+ * Counters instead of per-connection log lines: under a reconnect storm a line per connection is
+ * hundreds of thousands of lines a day, and the one that matters is lost among them. One summary line per window (read from the stats owner), and only for windows in which
  * something happened; a window whose connect rate crosses the storm threshold is a warning naming
  * the busiest clients.
  */

@@ -3,7 +3,8 @@ import { isHttp2 } from './internals'
 
 /**
  * Makes the server, not the client, close every connection it ends, so the TIME_WAIT lands on the
- * server's side and the client's ephemeral ports stay free (the incident's real harm).
+ * server's side and the client's ephemeral ports stay free: a client that reconnects fast enough
+ * while it holds every TIME_WAIT runs out of ports and can connect nowhere.
  *
  * The response is sent without a length and without chunked encoding: its body runs until the
  * connection closes. A client therefore cannot see the response complete — and drop its socket

@@ -34,8 +34,9 @@ export interface TowerAppOptions {
 }
 
 /**
- * The incident wrote 774K lines, one per connection: the plugin logs one summary per window, and
- * Fastify logs no line per request — not even per request refused while closing.
+ * A reconnect storm is tens of thousands of requests a minute, and a line for each buries
+ * everything else: the plugin logs one summary per window, and Fastify logs no line per request —
+ * not even per request refused while closing.
  */
 class QuietLogController extends LogController {
   constructor () {

@@ -4,8 +4,8 @@ import { parseRedisUrl } from './url'
 
 /**
  * How long disconnect() waits for the server's side of the close before destroying the socket:
- * ioredis waits 2 s by default, and a stalled server never answers, which held a shutdown
- * (SIGTERM) past drainMs + 2 s. A server that is fine closes within a millisecond on loopback.
+ * ioredis waits 2 s by default, and a stalled server never answers, so a shutdown (SIGTERM) would
+ * last drainMs + 2 s. A server that is fine closes within a millisecond on loopback.
  */
 export const DISCONNECT_TIMEOUT_MS = 200
 
@@ -40,13 +40,12 @@ export function createRedisConnection (url: string, rest: RedisOptions): Redis {
 export const RESTART_ATTEMPT = 10
 
 /**
- * ioredis gives a connection up for good (status 'end') when a reconnect's connector fails instead
- * of retrying. Seen after a Sentinel failover on a loaded machine: every command refused with
- * "Connection is end" until the process restarted. (ioredis 6's source has the path: a
- * +switch-master that disconnects while a reconnect still asks the sentinels for the primary makes
- * the connector throw "Connection is closed.".) This starts an ended connection again after
- * `delayMs()`, each time it ends, until the returned stop() is called — before the owner closes it
- * on purpose.
+ * ioredis can give a connection up for good (status 'end': every command refused with "Connection
+ * is end") when a reconnect's connector fails instead of retrying: in ioredis 6, a +switch-master
+ * that disconnects while a reconnect still asks the sentinels for the primary makes the connector
+ * throw "Connection is closed.", and nothing reconnects. This starts an ended connection again
+ * after `delayMs()`, each time it ends, until the returned stop() is called — before the owner
+ * closes it on purpose.
  */
 export function restartWhenEnded (connection: Redis, delayMs: () => number): () => void {
   let stopped = false
