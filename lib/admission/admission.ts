@@ -26,10 +26,19 @@ export interface Occupancy {
 }
 
 /**
+ * Admission's one answer when a stream opens: a ticket (the stream's `retry:` frame, drawn now, and
+ * `opened()`, which marks its connection as holding a stream) or the refusal, already answered or
+ * held in the tarpit.
+ */
+export type AdmissionAnswer =
+  | { readonly kind: 'ticket', readonly retryFrame: Buffer, readonly opened: () => void }
+  | { readonly kind: 'refused', readonly reason: RefusalReason }
+
+/**
  * Who may open a stream now, asked twice: `onRequest` (first among the stream route's own
  * onRequest hooks, before body and auth work) answers what is cheap and needs no identity —
  * shutting down, capacity, pressure, the connect rate; `admit` (when the handler subscribes, after
- * the route's own hooks) answers again with the request's key, so the per-key limit can count
+ * the route's own hooks) answers once more, with the request's key, so the per-key limit can count
  * `request.user`, and capacity is rechecked because the hooks between may have yielded. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a window that
  * widens while refusals keep coming, answered at once or — during a storm — after a hold, and the
  * server closes the connection first so the TIME_WAIT stays off the client's ephemeral ports.
@@ -83,15 +92,16 @@ export class Admission {
     this.refuse(reply, reason)
   }
 
-  /**
-   * The last check, with the request's key, right before the stream opens: true admits it; false
-   * means a refusal was answered (or is held in the tarpit).
-   */
-  admit (reply: FastifyReply, key: string): boolean {
+  /** The last check, with the request's key, right before the stream opens: a ticket, or a refusal answered. */
+  admit (request: FastifyRequest, reply: FastifyReply, key: string): AdmissionAnswer {
     const reason = this.refusalReason(key, false)
-    if (reason === null) return true
-    this.refuse(reply, reason)
-    return false
+    if (reason !== null) {
+      this.refuse(reply, reason)
+      return { kind: 'refused', reason }
+    }
+    const socket = request.raw.socket
+    // Once the stream is open nothing pipelined behind it on its connection can be answered.
+    return { kind: 'ticket', retryFrame: this.retryFrame(), opened: () => this.pipelinedBehindStream.set(socket, 0) }
   }
 
   /** The `retry:` frame for a stream opened (or drained) now: retryMs ± jitter, widened during a storm. */
@@ -102,11 +112,6 @@ export class Admission {
     const spread = Math.min(this.options.retryJitterMs * scale, cap / 2)
     const center = Math.min(this.options.retryMs * scale, cap - spread)
     return encodeRetry(jitter(center, Math.min(spread, center), this.options.random))
-  }
-
-  /** Marks the request's connection as holding a stream: nothing pipelined behind it can be answered. */
-  streamOpened (request: FastifyRequest): void {
-    this.pipelinedBehindStream.set(request.raw.socket, 0)
   }
 
   gauges (): AdmissionGauges {

@@ -15,6 +15,8 @@ import { lastEventIdOf, topicSet, topicsFromQuery, type TopicsFromRequest } from
 import type { WriteCoalescer } from '../streams/write-coalescer'
 import { withReplyHeaders } from '../shared/reply-headers'
 
+const EMPTY = Buffer.alloc(0)
+
 /** What one stream route may set for itself (the route option `eventStream: { … }`); the plugin's options fill the rest. */
 export interface StreamRouteOptions {
   keyFn?: KeyFn
@@ -38,15 +40,17 @@ export interface SubscribeOptions {
 interface Prepared {
   client: Subscriber
   lastEventId: ParsedEventId | null
-  firstFrames: Buffer
+  /** The initial event's frame, encoded (empty: none). */
+  initialFrame: Buffer
 }
 
 /**
  * Opens event streams: the one place that does. Every user callback runs and every first frame is
  * encoded first; a throw or an unencodable value rejects (the route answers 500 through the app's
  * error handler and Fastify logs it), counted, with nothing written. Then, in one turn with no
- * await: a client that already left is dropped without a slot, admission answers once (admit, or
- * a refusal it writes), and the admitted stream is written and added to the registry.
+ * await: a client that already left is dropped without a slot, admission answers once (a ticket,
+ * or a refusal it wrote), and the admitted stream is written with the ticket's `retry:` and added
+ * to the registry.
  */
 export class StreamOpener {
   constructor (
@@ -91,16 +95,17 @@ export class StreamOpener {
    * The reply is hijacked on every path (a refusal held in the tarpit included), so Fastify
    * never answers it too.
    */
-  private start (request: FastifyRequest, reply: FastifyReply, { client, lastEventId, firstFrames }: Prepared): void {
+  private start (request: FastifyRequest, reply: FastifyReply, { client, lastEventId, initialFrame }: Prepared): void {
     // Gone while the hooks or callbacks ran: its close already fired, so nothing would remove it.
     if (hasLeft(reply.raw)) {
       reply.hijack()
       return
     }
-    if (!this.admission.admit(reply, client.key)) return
+    const answer = this.admission.admit(request, reply, client.key)
+    if (answer.kind === 'refused') return
     reply.hijack()
-    client.open(withReplyHeaders(reply, STREAM_HEADERS), firstFrames)
-    this.admission.streamOpened(request)
+    client.open(withReplyHeaders(reply, STREAM_HEADERS), initialFrame.length === 0 ? answer.retryFrame : Buffer.concat([answer.retryFrame, initialFrame]))
+    answer.opened()
     this.registry.add(client, lastEventId)
   }
 
@@ -115,10 +120,8 @@ export class StreamOpener {
         const lifetimeMs = options.maxAgeMs > 0 ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1) : null
         const client = new Subscriber(randomUUID(), request.ip, key, topics, reply.raw, options, this.registry.remove, this.turn, lifetimeMs)
         const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? options.initialEvent
-        return then(typeof initial === 'function' ? initial(client, request) : initial ?? undefined, (first) => {
-          const retry = this.admission.retryFrame()
-          return { client, lastEventId, firstFrames: first === undefined ? retry : Buffer.concat([retry, encodeEvent(first)]) }
-        })
+        return then(typeof initial === 'function' ? initial(client, request) : initial ?? undefined, (first) =>
+          ({ client, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first) }))
       })
     })
   }
