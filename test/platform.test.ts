@@ -4,14 +4,15 @@
  */
 import http from 'node:http'
 import http2 from 'node:http2'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
-import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
+import { answers503OnClosing, bodySocket, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
 import { resetResponse } from './fixtures/h2-reset-response'
+import { endAndClose, openUntilClose } from '../lib/platform/server-closes-first'
 
 t.test('Fastify keeps its closing flag under Symbol(fastify.state): false before close(), true once close() starts', async (t) => {
   const app = Fastify({ logger: false })
@@ -125,4 +126,69 @@ t.test('hasLeft: HTTP/1 destroys the response when the client goes; HTTP/2 only 
   t.teardown(close)
   t.same([res.writable, res.stream.closed], [true, true], 'Node\'s compatibility response still says writable; its stream says closed')
   t.equal(hasLeft(res as unknown as http.ServerResponse), true, 'HTTP/2: gone, read from the stream')
+})
+
+t.test('Node HTTP/1: a close-delimited response with its head out writes straight to its socket; bytes written there go out in order with its own', async (t) => {
+  const seen: Array<string | null> = []
+  const server = http.createServer((req, res) => {
+    const at = (label: string): void => { seen.push(bodySocket(res) === null ? null : label) }
+    if (req.url === '/chunked') {
+      res.writeHead(200)
+      res.write('first')
+      at('chunked')
+      res.end()
+      return
+    }
+    if (req.url === '/length') {
+      res.useChunkedEncodingByDefault = false
+      res.writeHead(200, { 'content-length': '10' })
+      res.write('first')
+      at('length')
+      res.end('12345')
+      return
+    }
+    openUntilClose(res, 200, {})
+    at('before the head is out')
+    res.write('first')
+    const socket = bodySocket(res)
+    t.equal(socket, res.socket, 'once the head is out: the response\'s own socket')
+    socket?.cork()
+    socket?.write('direct')
+    t.equal(res.writableLength, socket?.writableLength, 'the response counts what waits in its socket (the byte budget reads either)')
+    t.ok(res.writableLength >= 'firstdirect'.length)
+    socket?.uncork()
+    endAndClose(res, 'end')
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  for (const path of ['/', '/chunked', '/length']) {
+    const exchange = rawExchange(port, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
+    await waitFor(`the answer to ${path}`, exchange.isClosed)
+    if (path === '/') t.match(exchange.text(), /\r\n\r\nfirstdirectend$/, 'head, the response\'s write, the direct one, then its end: in order')
+  }
+  t.same(seen, [null, null, null], 'none before its head is out, for a chunked body or for a body with a length')
+})
+
+t.test('Node HTTP/1 and HTTP/2: no body socket for a response pipelined behind another, nor for an HTTP/2 stream', async (t) => {
+  const behind: Array<Socket | null> = []
+  const server = http.createServer((_req, res) => {
+    openUntilClose(res, 200, {})
+    res.write('first')
+    behind.push(bodySocket(res))
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  const exchange = rawExchange(port, 'GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.teardown(() => exchange.socket.destroy())
+  await waitFor('both requests', () => behind.length === 2)
+  t.not(behind[0], null, 'the first has its socket')
+  t.equal(behind[1], null, 'the one behind it has none (its bytes wait in the response)')
+
+  const { close: closeH2 } = await resetResponse((open) => {
+    const h2 = open as unknown as http.ServerResponse
+    openUntilClose(h2, 200, {})
+    h2.write('first')
+    t.equal(bodySocket(h2), null, 'HTTP/2: a stream of a shared session, always written through its response')
+  })
+  t.teardown(closeH2)
 })

@@ -3,7 +3,7 @@ import { endAndClose, openUntilClose } from '../platform/server-closes-first'
 import { hasLeft, unsentBytes } from '../platform/internals'
 import type { SseClientInfo } from '../options'
 import type { CloseReason } from '../observe/vocabulary'
-import { responseSink, type StreamSink } from '../platform/stream-sink'
+import { responseSink, sinkOf, type StreamSink } from '../platform/stream-sink'
 import type { TurnQueue, TurnTarget, WriteCoalescer } from './write-coalescer'
 
 export interface StreamLimits {
@@ -31,11 +31,11 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   readonly expiresAt: number | null
   private finished = false
   private stalledBeats = 0
-  /** Bytes handed to the response so far; minus its writableLength, what the socket has taken. */
+  /** Bytes handed on so far; minus the sink's writableLength, what the socket has taken. */
   private queuedBytes = 0
   /** Frames queued this turn, not yet handed on (the coalescer owns them). */
   private readonly queue: TurnQueue
-  /** Where frames go. */
+  /** Where frames go: the response, then, once the head is out, what the platform allows. */
   private sink: StreamSink
   private flushedAtLastBeat = 0
   private unsentAtLastBeat = 0
@@ -66,6 +66,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     openUntilClose(this.res, 200, headers)
     this.queuedBytes += firstFrames.length
     this.res.write(firstFrames)
+    this.sink = sinkOf(this.res)
     if (this.lifetimeMs !== null) {
       this.expiryTimer = setTimeout(() => this.end('expired'), this.lifetimeMs)
       this.expiryTimer.unref()
