@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import type { MetricsRegistryLike } from '../options'
 import { CLOSE_CAUSES, type SseStats } from './vocabulary'
-import type { BroadcastTimer } from '../streams/registry'
+import type { BroadcastObserver } from '../streams/registry'
 
 /** What the cluster bus reports about itself; null while it has nothing to report. */
 export interface BusState {
@@ -13,10 +13,10 @@ export interface BusState {
 }
 export type BusStateProvider = () => BusState | null
 
-/** What the metrics read: stats() when scraped, and a hook to time each event's fan-out. */
+/** What the metrics read: stats() when scraped, and a hook that is handed each event's fan-out time. */
 export interface MetricsSource {
   stats: () => SseStats
-  timeBroadcasts: (timer: BroadcastTimer) => void
+  timeBroadcasts: (observe: BroadcastObserver) => void
 }
 
 /** From a broadcast to a handful of streams (0.1 ms) to one that stalls the event loop (1 s). */
@@ -91,7 +91,7 @@ export function registerMetrics (
     buckets: BROADCAST_BUCKETS,
     registers
   })
-  source.timeBroadcasts(() => broadcastSeconds.startTimer())
+  source.timeBroadcasts((seconds) => broadcastSeconds.observe(seconds))
 
   if (bus !== undefined) {
     gauge('tower_sse_bus_up', 'Whether the bus is connected (1) or not (0).', () => bus()?.up === true ? 1 : 0, 'min')
