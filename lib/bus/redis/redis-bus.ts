@@ -7,6 +7,8 @@ import { formatEventId, type EventPosition } from '../../events/event-id'
 import { BusBusyError, BusClosedError, BusEvictableError, BusStartError, BusUnavailableError, PublishOutcomeUnknownError } from '../../errors'
 import type { Bus, BusEvent, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from '../bus'
 import { BUS_SCRIPT } from './script'
+import { PublishBatch } from './publish-batch'
+import { DEFAULTS } from '../../options'
 import { ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
 import { monotonicNow } from '../../shared/monotonic'
@@ -22,6 +24,8 @@ export interface RedisBusOptions {
   publishTimeoutMs: number
   /** Publishes awaiting Redis at once; beyond, publish() refuses at once. */
   maxPendingPublishes: number
+  /** Publishes of one turn sent in one pipeline at most (1: each on its own); default DEFAULTS.maxPublishBatch. */
+  maxPublishBatch?: number
   /** How long Redis remembers an idempotency key. */
   idempotencyWindowMs: number
   /** Down this long without proof of receiving: the streams are told and closed (default DEAF_CLOSE_MS). */
@@ -116,6 +120,7 @@ export class RedisBus implements Bus {
   private readonly proof: ReceiveProof
   private readonly origin = randomBytes(6).toString('base64url')
   private readonly waiters = new Map<string, Waiter>()
+  private readonly publishes: PublishBatch
   private deliver: Deliver = () => 0
   private lost: Lost = () => {}
   private deaf: Deaf = () => {}
@@ -193,6 +198,7 @@ export class RedisBus implements Bus {
       // Errors surface as rejected commands and as the bus's state; unhandled they would crash the app.
       for (const name of STATE_EVENTS) connection.on(name, this.noteState)
     }
+    this.publishes = new PublishBatch(this.publisher, COMMAND, options.maxPublishBatch ?? DEFAULTS.maxPublishBatch)
     this.reader.on('ready', () => { this.readerFacts = null })
     // Only our own connections: an app's connection that ended is the app's to start again.
     const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, options.random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
@@ -348,9 +354,12 @@ export class RedisBus implements Bus {
   }
 
   private run (connection: Redis, mode: 'pub' | 'check' | 'rotate', facts: ServerFacts, idempotency = this.metaKey, deadline = 0, keep = '0', ...rest: string[]): Promise<ScriptReply> {
+    const args = [this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
+      this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.epoch ?? '') : '', ...rest] as const
+    // Publishes go in this turn's pipeline; checks and rotations, rare, at once.
+    if (mode === 'pub' && connection === this.publisher) return this.publishes.call(args) as Promise<ScriptReply>
     const command = (connection as unknown as Record<typeof COMMAND, BusCommand>)[COMMAND].bind(connection)
-    return command(this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
-      this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.epoch ?? '') : '', ...rest)
+    return command(...args)
   }
 
   /**
