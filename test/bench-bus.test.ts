@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { RedisServer } from '../benchmarks/cluster/redis-server'
+import { startRedis } from '../benchmarks/lib/redis-server'
 import { FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/bus/plan'
 import { batchRatio, busTargets, writeBusReport, type BusResults, type BusRow } from '../benchmarks/bus/report'
 import { runBus } from '../benchmarks/bus/run'
@@ -37,7 +37,7 @@ t.test('the targets are judged on the run\'s own rows: the ratio of the same cas
 })
 
 t.test('a tiny run on a real redis-server: every case publishes, every stream reads, the report carries it', async (t) => {
-  const redis = await RedisServer.start()
+  const redis = await startRedis()
   t.teardown(() => redis.kill())
   const plan = { ...QUICK_PLAN, instances: [1, 2], streams: [3], bytes: [100], inFlight: 4, warmupMs: 50, measureMs: 150 }
   const lines: string[] = []

@@ -4,7 +4,7 @@ import { PublishBatch } from '../lib/bus/redis/publish-batch'
 import { RedisBus } from '../lib/bus/redis/redis-bus'
 import type { BusEvent } from '../lib/bus/bus'
 import { DEFAULTS } from '../lib/options'
-import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
 import { waitFor } from './fixtures/sse-connection'
 
 // The publishes of one turn go to Redis in one pipeline, on a real redis-server: the calls run in

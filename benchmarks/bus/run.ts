@@ -8,7 +8,7 @@ import net from 'node:net'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
-import { RedisServer } from '../cluster/redis-server'
+import { startRedis } from '../lib/redis-server'
 import { Histogram } from '../lib/histogram'
 import { IpcClient } from '../lib/ipc'
 import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
@@ -143,7 +143,7 @@ async function main (): Promise<void> {
   const committed = path.join(root, 'benchmarks', 'results')
   const load = startLoadRecord(resultsDir(root, outDir, plan.name === 'quick' || targeted), committed, force)
   const started = Date.now()
-  const redis = await RedisServer.start()
+  const redis = await startRedis()
   try {
     const rows = await runBus(plan, redis.url)
     const results: BusResults = {
