@@ -192,3 +192,18 @@ t.test('Node HTTP/1 and HTTP/2: no body socket for a response pipelined behind a
   })
   t.teardown(closeH2)
 })
+
+t.test('Fastify inject: the response light-my-request hands a route sits on a stand-in, not a connection; no body socket', async (t) => {
+  const app = Fastify()
+  let seen: Socket | null | undefined
+  app.get('/', (_request, reply) => {
+    reply.hijack()
+    openUntilClose(reply.raw, 200, {})
+    reply.raw.write('first')
+    seen = bodySocket(reply.raw)
+    reply.raw.end('end')
+  })
+  const response = await app.inject('/')
+  t.equal(seen, null, 'written through the response, where inject reads the body')
+  t.equal(response.body, 'firstend')
+})
