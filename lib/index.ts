@@ -77,7 +77,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
           return { up: state === 'up', lagSeconds: lagMs / 1000, reads }
         }
       : undefined
-    const unregister = registerMetrics(options.metrics, { stats, timeBroadcasts: (timer) => registry.timeBroadcasts(timer) }, busState)
+    const unregister = registerMetrics(options.metrics, { stats, timeBroadcasts: (observe) => registry.timeBroadcasts(observe) }, busState)
     fastify.addHook('onClose', (_instance, hookDone) => {
       unregister()
       hookDone()

@@ -123,6 +123,11 @@ export interface TowerSseOptions {
   publishTimeoutMs?: number
   /** Publishes awaiting Redis at once; beyond it broadcast() is refused at once (TOWER_SSE_BUS_BUSY). */
   maxPendingPublishes?: number
+  /**
+   * With the Redis bus: the publishes of one turn of the event loop go to Redis in one pipeline,
+   * at most this many per pipeline (1: each publish on its own).
+   */
+  maxPublishBatch?: number
   /** How long an idempotencyKey of broadcast() is remembered: a retry within it lands no second event. */
   idempotencyWindowMs?: number
   /**
@@ -168,6 +173,7 @@ export const DEFAULTS = Object.freeze({
   redisKey: 'tower-sse',
   publishTimeoutMs: 1000,
   maxPendingPublishes: 1000,
+  maxPublishBatch: 100,
   idempotencyWindowMs: 300_000,
   busDeafCloseMs: 5000
 })
@@ -198,6 +204,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
   stormConnectsPerMinute: { min: 1 },
   publishTimeoutMs: { min: 1, max: 60_000 },
   maxPendingPublishes: { min: 1 },
+  maxPublishBatch: { min: 1, max: 10_000 },
   idempotencyWindowMs: { min: 1, max: 2 ** 31 - 1 },
   busDeafCloseMs: { min: 0, max: 2 ** 31 - 1 }
 }

@@ -7,7 +7,7 @@ import type { RestartResult } from '../benchmarks/cluster/restart'
 import type { FanoutRow } from '../benchmarks/cluster/fanout-phase'
 import { combineRounds, TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
 import { defaultOutDir, fanoutCases, FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/cluster/plan'
-import { parseCommandStats, RedisServer } from '../benchmarks/cluster/redis-server'
+import { parseCommandStats, startRedis } from '../benchmarks/lib/redis-server'
 import { clusterMarkdown, targets, type ClusterResults } from '../benchmarks/cluster/report'
 import { StampScanner } from '../benchmarks/fanout/stamp-scanner'
 
@@ -203,7 +203,7 @@ t.test('targets are judged on the run\'s own figures: met and NOT met', async (t
 
 t.test('its redis-server: a free port, command counts, killed and started again empty', async (t) => {
   t.same(parseCommandStats('# Commandstats\r\ncmdstat_xrange:calls=3,usec=10,usec_per_call=3.3\r\ncmdstat_xread:calls=12,usec=1\r\n'), { xrange: 3, xread: 12 })
-  const redis = await RedisServer.start()
+  const redis = await startRedis()
   t.teardown(() => redis.kill())
   const client = new Redis(redis.url)
   t.teardown(() => client.disconnect())
@@ -214,7 +214,7 @@ t.test('its redis-server: a free port, command counts, killed and started again 
   const after = await redis.commandCalls()
   t.equal(after.xrange, (before.xrange ?? 0) + 2, 'two XRANGE between two readings')
   await redis.kill()
-  await redis.startAgain()
+  await redis.start()
   t.equal((await redis.commandCalls()).xrange, undefined, 'a restarted server starts its counts afresh')
   t.equal(await client.xlen('s'), 0, 'and without its data (no persistence)')
 })

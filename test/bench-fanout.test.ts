@@ -197,6 +197,7 @@ t.test('the whole run, tiny: two contenders, two client processes, report and pr
   for (const field of RATIO_FIELDS) t.equal(raw?.ratios[field], raw?.[field] === 0 ? null : 1, `raw is its own baseline for ${field}`)
   t.ok(lines.some((l) => l.startsWith('top frames by self time')), 'the profile was summarised')
   t.ok(existsSync(path.join(dir, 'fanout-tower-sse-12.cpuprofile')), 'the profile was written where asked')
+  t.ok(existsSync(path.join(dir, 'fanout-raw-12.cpuprofile')), 'and the raw loop\'s, to read its shares against')
 
   const markdown = await writeFanoutReport(dir, results)
   t.match(markdown, /\| tower-sse \| 12 \|/)

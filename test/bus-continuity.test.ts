@@ -2,7 +2,7 @@ import t from 'tap'
 import type { TestApp } from './fixtures/app'
 import { instance, liveInstance, open, received, server } from './fixtures/bus-instances'
 import { startPausableProxy } from './fixtures/pausable-proxy'
-import type { RedisServer } from './fixtures/redis-server'
+import type { RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 // Continuity across a Redis restart or rollback when an instance is behind or idle, and across

@@ -6,7 +6,7 @@ import type { TowerSseOptions } from '../lib'
 import { busContract } from './fixtures/bus-contract'
 import { startApp, type TestApp } from './fixtures/app'
 import { received } from './fixtures/bus-instances'
-import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 const quiet = { warn: () => {}, info: () => {} }

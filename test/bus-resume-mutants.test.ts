@@ -7,7 +7,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import type { TowerSseOptions } from '../lib'
 import { startApp, type TestApp } from './fixtures/app'
-import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 let redis: RedisServer

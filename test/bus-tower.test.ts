@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { notify, request, startTower, type RawResponse } from './fixtures/tower'
 

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { RedisBus } from '../lib/bus/redis/redis-bus'
 import { DEFAULTS } from '../lib/options'
-import { startRedis } from './fixtures/redis-server'
+import { startRedis } from '../benchmarks/lib/redis-server'
 import { StormMeter } from '../lib/admission/storm-meter'
 import { TokenBucket } from '../lib/admission/token-bucket'
 import { startApp } from './fixtures/app'

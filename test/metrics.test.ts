@@ -10,7 +10,7 @@ import { StreamStats } from '../lib/observe/stats'
 import towerSse, { DEFAULTS, type SseStats } from '../lib'
 import { registerMetrics, type BusState } from '../lib/observe/metrics'
 import { MemoryBus } from '../lib/bus/memory'
-import { SseRegistry, type BroadcastTimer } from '../lib/streams/registry'
+import { SseRegistry, type BroadcastObserver } from '../lib/streams/registry'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { movedClock } from './fixtures/moved-clock'
@@ -323,7 +323,7 @@ t.test('bus metrics come from the bus-state provider, and exist only with one', 
   const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
   const source = {
     stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel: 0 }),
-    timeBroadcasts: (timer: BroadcastTimer) => registry.timeBroadcasts(timer)
+    timeBroadcasts: (observe: BroadcastObserver) => registry.timeBroadcasts(observe)
   }
   let state: BusState | null = null
   const target = new Registry()
@@ -358,7 +358,7 @@ t.test('aggregated over workers (as the cluster primary does), the storm level i
     const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
     const source = {
       stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel }),
-      timeBroadcasts: (timer: BroadcastTimer) => registry.timeBroadcasts(timer)
+      timeBroadcasts: (observe: BroadcastObserver) => registry.timeBroadcasts(observe)
     }
     const target = new Registry()
     registerMetrics(target, source, () => ({ up, lagSeconds: 0, reads: 0 }))

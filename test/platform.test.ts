@@ -4,10 +4,10 @@
  */
 import http from 'node:http'
 import http2 from 'node:http2'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
-import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
+import { answers503OnClosing, bodySocket, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
 import { takeOverClosingRequests } from '../lib/platform/request-takeover'
 import { endAndClose, openUntilClose } from '../lib/platform/server-closes-first'
 import { request } from './fixtures/tower'
@@ -15,6 +15,7 @@ import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
 import { resetResponse } from './fixtures/h2-reset-response'
+import { endAndClose, openUntilClose } from '../lib/platform/server-closes-first'
 
 t.test('Fastify keeps its closing flag under Symbol(fastify.state): false before close(), true once close() starts', async (t) => {
   const app = Fastify({ logger: false })
@@ -186,4 +187,84 @@ t.test('Fastify answers through its server\'s request listeners: the takeover sw
   t.equal(other.headers['x-refused-by'], undefined)
   release()
   await closing
+})
+
+t.test('Node HTTP/1: a close-delimited response with its head out writes straight to its socket; bytes written there go out in order with its own', async (t) => {
+  const seen: Array<string | null> = []
+  const server = http.createServer((req, res) => {
+    const at = (label: string): void => { seen.push(bodySocket(res) === null ? null : label) }
+    if (req.url === '/chunked') {
+      res.writeHead(200)
+      res.write('first')
+      at('chunked')
+      res.end()
+      return
+    }
+    if (req.url === '/length') {
+      res.useChunkedEncodingByDefault = false
+      res.writeHead(200, { 'content-length': '10' })
+      res.write('first')
+      at('length')
+      res.end('12345')
+      return
+    }
+    openUntilClose(res, 200, {})
+    at('before the head is out')
+    res.write('first')
+    const socket = bodySocket(res)
+    t.equal(socket, res.socket, 'once the head is out: the response\'s own socket')
+    socket?.cork()
+    socket?.write('direct')
+    t.equal(res.writableLength, socket?.writableLength, 'the response counts what waits in its socket (the byte budget reads either)')
+    t.ok(res.writableLength >= 'firstdirect'.length)
+    socket?.uncork()
+    endAndClose(res, 'end')
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  for (const path of ['/', '/chunked', '/length']) {
+    const exchange = rawExchange(port, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
+    await waitFor(`the answer to ${path}`, exchange.isClosed)
+    if (path === '/') t.match(exchange.text(), /\r\n\r\nfirstdirectend$/, 'head, the response\'s write, the direct one, then its end: in order')
+  }
+  t.same(seen, [null, null, null], 'none before its head is out, for a chunked body or for a body with a length')
+})
+
+t.test('Node HTTP/1 and HTTP/2: no body socket for a response pipelined behind another, nor for an HTTP/2 stream', async (t) => {
+  const behind: Array<Socket | null> = []
+  const server = http.createServer((_req, res) => {
+    openUntilClose(res, 200, {})
+    res.write('first')
+    behind.push(bodySocket(res))
+  })
+  const { port, close } = await listenOnLoopback(server)
+  t.teardown(close)
+  const exchange = rawExchange(port, 'GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.teardown(() => exchange.socket.destroy())
+  await waitFor('both requests', () => behind.length === 2)
+  t.not(behind[0], null, 'the first has its socket')
+  t.equal(behind[1], null, 'the one behind it has none (its bytes wait in the response)')
+
+  const { close: closeH2 } = await resetResponse((open) => {
+    const h2 = open as unknown as http.ServerResponse
+    openUntilClose(h2, 200, {})
+    h2.write('first')
+    t.equal(bodySocket(h2), null, 'HTTP/2: a stream of a shared session, always written through its response')
+  })
+  t.teardown(closeH2)
+})
+
+t.test('Fastify inject: the response light-my-request hands a route sits on a stand-in, not a connection; no body socket', async (t) => {
+  const app = Fastify()
+  let seen: Socket | null | undefined
+  app.get('/', (_request, reply) => {
+    reply.hijack()
+    openUntilClose(reply.raw, 200, {})
+    reply.raw.write('first')
+    seen = bodySocket(reply.raw)
+    reply.raw.end('end')
+  })
+  const response = await app.inject('/')
+  t.equal(seen, null, 'written through the response, where inject reads the body')
+  t.equal(response.body, 'firstend')
 })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { startApp } from './fixtures/app'
-import { startRedis } from './fixtures/redis-server'
+import { startRedis } from '../benchmarks/lib/redis-server'
 import { waitFor } from './fixtures/sse-connection'
 
 t.test('events counts what was fanned out here (any instance\'s broadcasts); broadcasts counts this instance\'s published calls', async (t) => {

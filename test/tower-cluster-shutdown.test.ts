@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startRedis } from './fixtures/redis-server'
+import { startRedis } from '../benchmarks/lib/redis-server'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { runCli } from './fixtures/tower-cli'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { TowerStats } from '../lib/tower/stats-route'
-import { startRedis, type RedisServer } from './fixtures/redis-server'
+import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { notify, request, startTower } from './fixtures/tower'
 import { runCli } from './fixtures/tower-cli'

@@ -200,3 +200,32 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     t.equal(stream.write(encodeEvent({ data: 'late' })), false, `${reason}: nothing is queued after the end`)
   }
 })
+
+t.test('once its head is out, an HTTP/1 stream\'s frames go to its socket without passing through the response', async (t) => {
+  const server = http.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  let responseWrites = 0
+  const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
+    const write = res.write.bind(res) as (...args: unknown[]) => boolean
+    res.write = ((...args: unknown[]) => {
+      responseWrites++
+      return write(...args)
+    }) as typeof res.write
+    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, () => {}, new WriteCoalescer(), null)
+    stream.open({}, Buffer.from('retry: 1000\n\n'))
+    resolve(stream)
+  }))
+  const conn = await connect((server.address() as { port: number }).port, '/')
+  const stream = await opened
+  await waitFor('the retry: frame', () => conn.retries.length === 1)
+  for (let n = 0; n < 3; n++) {
+    stream.write(encodeEvent({ data: { n } }))
+    await turn()
+  }
+  await waitFor('3 events', () => conn.events.length === 3)
+  t.same(numbers(conn), [0, 1, 2], 'every frame, in order')
+  t.equal(responseWrites, 1, 'the response wrote the head and the first frames, nothing after')
+  stream.end('expired')
+  await conn.ended
+})

@@ -1,4 +1,4 @@
-import { RedisNode, SentinelTopology, type NodeOptions } from '../../test/fixtures/redis-topology'
+import { RedisNode, SentinelTopology, type NodeOptions } from '../lib/redis-topology'
 import { sleep } from '../cluster/processes'
 import type { TowerProcess } from '../cluster/tower'
 

@@ -1,4 +1,4 @@
-import { RedisNode, SentinelTopology } from '../../test/fixtures/redis-topology'
+import { RedisNode, SentinelTopology } from '../lib/redis-topology'
 import { Population } from '../cluster/population'
 import { sleep, waitFor } from '../cluster/processes'
 import { readStats } from '../cluster/stats'

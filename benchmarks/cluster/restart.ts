@@ -2,7 +2,7 @@ import { kindRows, postSummary, type KindRow, type PostSummary } from './chaos'
 import { emptyPostLog, postSequence } from './notify'
 import type { ClusterPlan } from './plan'
 import type { Population } from './population'
-import type { RedisServer } from './redis-server'
+import type { RedisServer } from '../lib/redis-server'
 import { sleep } from './processes'
 import type { TowerProcess } from './tower'
 
@@ -53,7 +53,7 @@ export async function runRestart (
     log(`restart: killed worker ${victim} while Redis is down`)
   }
   await sleep(killAt + restart.outageMs - Date.now())
-  await redis.startAgain()
+  await redis.start()
   const backAt = Date.now()
   log(`restart: Redis answering again after ${backAt - killAt} ms`)
   const nextSeq = await posting

@@ -14,7 +14,7 @@ import { combineRounds, measureFanout, type FanoutRow } from './fanout-phase'
 import { defaultOutDir, fanoutCases, parseArgs, USAGE, type ClusterPlan } from './plan'
 import { Population } from './population'
 import { killAllGroups } from './processes'
-import { RedisServer } from './redis-server'
+import { startRedis } from '../lib/redis-server'
 import { writeClusterReport, type ClusterResults } from './report'
 import { runRestart } from './restart'
 import { streamsPerInstance } from './stats'
@@ -28,7 +28,7 @@ function host (): string {
 }
 
 async function runPhases (plan: ClusterPlan, cli: string, results: ClusterResults): Promise<void> {
-  const redis = await RedisServer.start()
+  const redis = await startRedis()
   log(`redis-server on port ${redis.port}`)
   for (const streams of plan.phases.includes('fanout') ? plan.fanout.streams : []) {
     const cases = fanoutCases(plan.workers, os.cpus().length)

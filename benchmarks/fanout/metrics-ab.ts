@@ -1,16 +1,18 @@
-import net from 'node:net'
-import Fastify, { type FastifyInstance } from 'fastify'
-import { Registry } from 'prom-client'
-import towerSse from '../../lib'
 import { Histogram } from '../lib/histogram'
+import { IpcClient } from '../lib/ipc'
+import { spawnSibling } from '../lib/spawn-sibling'
+import { admit, requireFiles, shares, SPARE_FILES } from './case'
+import type { ContenderName } from './contenders'
+import { FULL_PLAN } from './plan'
+import type { StartReply, SteadyReply } from './server'
 
 /**
- * Streams per app at most: both apps and their clients share one process, 4 descriptors per
- * stream pair, under the 20,000 open files a process may hold here.
+ * Streams per side at most: each side is one server process, which may hold about 20,000 open
+ * files here (the hard limit), and its streams are held by client processes of their own.
  */
-export const AB_MAX_STREAMS = 4000
+export const AB_MAX_STREAMS = 19_000
 
-/** tower-sse without (A) and with (B) its metrics option, measured in turns in one process. */
+/** tower-sse without (A) and with (B) its metrics option, measured in turns. */
 export interface MetricsAB {
   streams: number
   /** Measured broadcasts per side (after warmupPairs unmeasured pairs). */
@@ -23,53 +25,57 @@ export interface MetricsAB {
   ratioP50: number
 }
 
-async function appWithStreams (streams: number, metrics: Registry | undefined): Promise<{ app: FastifyInstance, sockets: net.Socket[] }> {
-  const app = Fastify()
-  await app.register(towerSse, { maxClients: streams, heartbeatMs: 3_600_000, maxAgeMs: 0, maxAgeJitterMs: 0, ...(metrics === undefined ? {} : { metrics }) })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const port = (app.server.address() as net.AddressInfo).port
-  const sockets: net.Socket[] = []
-  for (let i = 0; i < streams; i++) {
-    const socket = net.connect(port, '127.0.0.1')
-    socket.write('GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n')
-    socket.resume()
-    sockets.push(socket)
+const REQUEST_MS = 30_000
+const SIDES: readonly ContenderName[] = ['tower-sse', 'tower-sse+metrics']
+
+interface Side { server: IpcClient, holders: IpcClient[], latency: Histogram }
+
+/** One side: its server process and client processes holding `streams` streams on it. */
+async function startSide (contender: ContenderName, streams: number): Promise<Side> {
+  const server = new IpcClient(spawnSibling(__filename, 'server', { raiseFileLimit: true }), `A/B ${contender} server`)
+  const perProcess = shares(streams, Math.ceil(streams / FULL_PLAN.streamsPerProcess))
+  const holders = perProcess.map((_, i) => new IpcClient(spawnSibling(__filename, 'client', { raiseFileLimit: true }), `A/B ${contender} client ${i}`))
+  const side = { server, holders, latency: new Histogram() }
+  try {
+    const { port, fileLimit } = await server.request<StartReply>({ type: 'start', contender, maxClients: streams }, REQUEST_MS)
+    requireFiles(server.label, fileLimit, streams + SPARE_FILES)
+    await admit(server, holders, FULL_PLAN, port, perProcess, `A/B ${contender} ×${streams}`)
+  } catch (error) {
+    await stopSide(side)
+    throw error
   }
-  const deadline = Date.now() + 60_000
-  while (app.sse.size < streams) {
-    if (Date.now() > deadline) throw new Error(`metrics A/B: ${app.sse.size} of ${streams} streams open after 60 s`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  return { app, sockets }
+  return side
+}
+
+async function stopSide ({ server, holders }: Side): Promise<void> {
+  await server.exit()
+  await Promise.all(holders.map((holder) => holder.exit()))
 }
 
 /**
- * The metrics row as an interleaved A/B: both apps hold `streams` streams at once and broadcasts
- * alternate A, B, A, B…, so a drift of the machine (other load, GC, CPU frequency) falls on both
- * alike. Each broadcast is timed from the call until its frames are handed to every socket (the
- * memory bus writes them before broadcast() resolves), with a turn of the event loop between.
+ * The metrics row as an interleaved A/B: two server processes, tower-sse without and with its
+ * metrics option, hold `streams` streams each (their clients in processes of their own), and
+ * broadcasts alternate A, B, A, B…, one at a time, so a drift of the machine (other load, GC, CPU
+ * frequency) falls on both alike. Each broadcast is timed inside its server as the fan-out rows
+ * are: from the call until the event loop comes round again, the turn its frames are written to
+ * every socket in.
  */
 export async function measureMetricsAB (streams: number, pairs: number, warmupPairs: number): Promise<MetricsAB> {
-  if (streams > AB_MAX_STREAMS) throw new RangeError(`metrics A/B: at most ${AB_MAX_STREAMS} streams per app in one process, got ${streams}`)
-  const off = await appWithStreams(streams, undefined)
-  const on = await appWithStreams(streams, new Registry())
-  const sides = [{ app: off.app, h: new Histogram() }, { app: on.app, h: new Histogram() }]
+  if (streams > AB_MAX_STREAMS) throw new RangeError(`metrics A/B: at most ${AB_MAX_STREAMS} streams per side (one server process each), got ${streams}`)
+  const sides: Side[] = []
   try {
-    const data = { type: 'notification', title: 'build finished', body: 'x'.repeat(80) }
+    for (const contender of SIDES) sides.push(await startSide(contender, streams))
     for (let pair = 0; pair < warmupPairs + pairs; pair++) {
-      // Which side goes first alternates too: neither always follows the other's garbage.
+      // Which side goes first alternates too: neither always follows the other's writes.
       for (const side of pair % 2 === 0 ? sides : [...sides].reverse()) {
-        const started = process.hrtime.bigint()
-        await side.app.sse.broadcast(data)
-        if (pair >= warmupPairs) side.h.record(Number(process.hrtime.bigint() - started) / 1000)
-        await new Promise((resolve) => setImmediate(resolve))
+        const { broadcastUs } = await side.server.request<SteadyReply>({ type: 'steady', events: 1, periodUs: 0 }, REQUEST_MS)
+        if (pair >= warmupPairs) side.latency.record(broadcastUs[0])
       }
     }
   } finally {
-    for (const socket of [...off.sockets, ...on.sockets]) socket.destroy()
-    await Promise.all([off.app.close(), on.app.close()])
+    await Promise.all(sides.map(stopSide))
   }
-  const [a, b] = sides.map((side) => side.h)
+  const [a, b] = sides.map((side) => side.latency)
   const round = (n: number): number => Math.round(n)
   return {
     streams,
@@ -85,7 +91,7 @@ export async function measureMetricsAB (streams: number, pairs: number, warmupPa
 /** The report's line for one A/B. */
 export function metricsABLine (ab: MetricsAB): string {
   const within = Math.abs(ab.ratioP50 - 1) <= 0.05
-  return `- **interleaved A/B in one process** at ${ab.streams.toLocaleString('en-US')} streams, ${ab.pairs} broadcasts each: ` +
+  return `- **interleaved A/B** (one server process each, broadcasts in turns) at ${ab.streams.toLocaleString('en-US')} streams, ${ab.pairs} broadcasts each: ` +
     `p50 ${ab.offP50Us} µs without metrics, ${ab.onP50Us} µs with (p90 ${ab.offP90Us} / ${ab.onP90Us} µs): ×${ab.ratioP50.toFixed(3)}, ` +
     `${within ? 'within' : '**outside**'} the ±5% target.`
 }

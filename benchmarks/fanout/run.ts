@@ -61,12 +61,15 @@ export async function runFanout (plan: FanoutPlan, log: Log = logToStderr, profi
   return results
 }
 
+/** Profiled with --profile: tower-sse, and the raw loop to read its shares against. */
+const PROFILED = ['tower-sse', 'raw']
+
 /**
- * Where the profile of this case goes, or null unless profiling was asked for and this is the
- * profiled case: tower-sse at the largest stream count (its bursts of the largest size).
+ * Where the profile of this case goes, or null unless profiling was asked for and this is a
+ * profiled case: tower-sse or the raw loop at the largest stream count (its bursts of the largest size).
  */
 function profileFileFor (plan: FanoutPlan, contender: string, clients: number, profileDir?: string): string | null {
-  if (!plan.profile || contender !== 'tower-sse' || clients !== Math.max(...plan.clients)) return null
+  if (!plan.profile || !PROFILED.includes(contender) || clients !== Math.max(...plan.clients)) return null
   const dir = profileDir ?? path.join(repoRoot(__dirname), 'benchmarks', 'results', 'tmp')
   mkdirSync(dir, { recursive: true })
   return path.join(dir, `fanout-${contender}-${clients}.cpuprofile`)

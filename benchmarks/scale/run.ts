@@ -10,7 +10,7 @@ import path from 'node:path'
 import { measureFanout, type FanoutRow } from '../cluster/fanout-phase'
 import { FULL_PLAN as CLUSTER_PLAN } from '../cluster/plan'
 import { killAllGroups } from '../cluster/processes'
-import { RedisServer } from '../cluster/redis-server'
+import { startRedis } from '../lib/redis-server'
 import { towerBench } from '../cluster/tower'
 import { BASELINE } from '../fanout/contenders'
 import { endLoadRecord } from '../lib/machine-load'
@@ -33,7 +33,7 @@ function fileCeiling (): FileCeiling {
 async function clusterPhase (plan: ScalePlan, cli: string, perWorker: number): Promise<FanoutRow | null> {
   if (plan.cluster === null) return null
   const { workers, events } = plan.cluster
-  const redis = await RedisServer.start()
+  const redis = await startRedis()
   try {
     const clusterPlan = { ...CLUSTER_PLAN, workers, fanout: { ...CLUSTER_PLAN.fanout, events, warmupEvents: 2, deliveryTimeoutMs: plan.fanout.deliveryTimeoutMs } }
     return await measureFanout(clusterPlan, cli, 'redis', workers, workers * perWorker, redis.url, log)

@@ -7,7 +7,7 @@
  */
 import path from 'node:path'
 import { killAllGroups } from '../cluster/processes'
-import { RedisServer } from '../cluster/redis-server'
+import { startRedis } from '../lib/redis-server'
 import { towerBench, TowerProcess } from '../cluster/tower'
 import { endLoadRecord } from '../lib/machine-load'
 import { parseArgs, towerFlags, USAGE } from './plan'
@@ -22,7 +22,7 @@ async function main (): Promise<void> {
   const { plan, cli, load } = bench
   if (load.note !== null) log(load.note)
   const dir = load.dir
-  const redis = plan.workers > 1 ? await RedisServer.start() : null
+  const redis = plan.workers > 1 ? await startRedis() : null
   const towerStart = Date.now()
   const tower = await TowerProcess.start({ cli, workers: plan.workers, redisUrl: redis?.url, flags: towerFlags(plan) })
   log(`Tower (${plan.workers} worker(s), ${redis === null ? 'memory bus' : `Redis on ${redis.port}`}) on port ${tower.port}; ${plan.durationMs / 60_000} min`)

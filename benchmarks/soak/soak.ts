@@ -3,7 +3,7 @@ import { kindRows, postSummary, type KindRow, type PostSummary } from '../cluste
 import { emptyPostLog, postNotify, postSequence, recordPost, type PostLog } from '../cluster/notify'
 import { Population } from '../cluster/population'
 import { sleep } from '../cluster/processes'
-import type { RedisServer } from '../cluster/redis-server'
+import type { RedisServer } from '../lib/redis-server'
 import type { TowerProcess } from '../cluster/tower'
 import { countTimeWait } from '../lib/time-wait'
 import { PopulationProcess } from '../storm/children'
@@ -135,7 +135,7 @@ export async function runSoakTraffic (plan: SoakPlan, tower: TowerProcess, redis
           incidents.push({ what: 'Redis SIGKILLed', atS: (Date.now() - runStart) / 1000 })
           await redis.kill()
           await sleep(plan.incidents.outageMs)
-          await redis.startAgain()
+          await redis.start()
           incidents.push({ what: 'Redis answering again (empty)', atS: (Date.now() - runStart) / 1000 })
           await sleep(runStart + plan.incidents.killWorkerAt * plan.durationMs - Date.now())
           const victim = [...tower.workerPids][0]

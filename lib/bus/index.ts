@@ -14,6 +14,7 @@ export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): 
     historyMaxEvents: options.historyMaxEvents,
     publishTimeoutMs: options.publishTimeoutMs,
     maxPendingPublishes: options.maxPendingPublishes,
+    maxPublishBatch: options.maxPublishBatch,
     idempotencyWindowMs: options.idempotencyWindowMs,
     deafCloseMs: options.busDeafCloseMs,
     random: options.random,

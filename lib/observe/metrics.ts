@@ -12,11 +12,11 @@ export interface BusState {
 }
 export type BusStateProvider = () => BusState | null
 
-/** What the metrics read: stats() when scraped, and a hook to time each event's fan-out. */
+/** What the metrics read: stats() when scraped, and a hook that is handed each event's fan-out time. */
 export interface MetricsSource {
   stats: () => SseStats
-  /** The registry's hook: `timer` starts timing one broadcast, and the function it returns ends it. */
-  timeBroadcasts: (timer: () => () => void) => void
+  /** The registry's hook: it hands each event's fan-out time, in seconds, to `observe`. */
+  timeBroadcasts: (observe: (seconds: number) => void) => void
 }
 
 /** From a broadcast to a handful of streams (0.1 ms) to one that stalls the event loop (1 s). */
@@ -91,7 +91,7 @@ export function registerMetrics (
     buckets: BROADCAST_BUCKETS,
     registers
   })
-  source.timeBroadcasts(() => broadcastSeconds.startTimer())
+  source.timeBroadcasts((seconds) => broadcastSeconds.observe(seconds))
 
   if (bus !== undefined) {
     gauge('tower_sse_bus_up', 'Whether the bus is connected (1) or not (0).', () => bus()?.up === true ? 1 : 0, 'min')

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http'
+import { Socket } from 'node:net'
 import type { Http2ServerResponse } from 'node:http2'
 import type { FastifyInstance } from 'fastify'
 
@@ -87,4 +88,23 @@ export function hasLeft (res: ServerResponse): boolean {
     return stream.closed || stream.destroyed
   }
   return res.destroyed || !res.writable
+}
+
+/**
+ * The socket an HTTP/1 response's body may be written to directly, bypassing the response, or
+ * null. Only a connection's own socket (a net.Socket), for a body that runs until it closes: not
+ * chunked, no length (`_contentLength`, set from the head), whose head is already on the socket
+ * (`_headerSent`) and which holds nothing back itself (its `writableLength` is the socket's: Node
+ * writes an attached response straight to its socket and keeps bytes in its own `outputData` only
+ * while it waits for one). What is written there goes out in order with what the response writes
+ * later (its end).
+ */
+export function bodySocket (res: ServerResponse): Socket | null {
+  const head = res as unknown as { _headerSent?: boolean, _contentLength?: number | null }
+  if (isHttp2(res) || res.chunkedEncoding || head._contentLength != null || head._headerSent !== true) return null
+  const socket = res.socket
+  // Not a connection: fastify.inject's (light-my-request) response sits on a stand-in Writable and
+  // reads the body from the response's own writes.
+  if (!(socket instanceof Socket) || res.writableLength !== socket.writableLength) return null
+  return socket
 }

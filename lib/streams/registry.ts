@@ -41,8 +41,8 @@ export interface BroadcastOptions {
 /** What broadcast() resolves with. */
 export type BroadcastResult = Published
 
-/** Starts timing one broadcast; the function it returns ends it. */
-export type BroadcastTimer = () => () => void
+/** Takes the time one event's fan-out took here, in seconds. */
+export type BroadcastObserver = (seconds: number) => void
 
 export interface RegistryLimits {
   capacity: number
@@ -62,7 +62,7 @@ export class SseRegistry {
   history: History
   private readonly resumes: Resumes
   private last: { id: string, position: EventPosition } | null = null
-  private broadcastTimer: BroadcastTimer | null = null
+  private observeBroadcast: BroadcastObserver | null = null
   /** Cancels the heartbeat sweep under way (null: none is). */
   private cancelSweep: (() => void) | null = null
 
@@ -132,9 +132,12 @@ export class SseRegistry {
     this.stats.closed(reason, client.bytesQueued)
   }
 
-  /** Times every broadcast from now on (set only when metrics are on: no cost otherwise). */
-  timeBroadcasts (timer: BroadcastTimer): void {
-    this.broadcastTimer = timer
+  /**
+   * Times every event's fan-out from now on (set only when metrics are on: no cost otherwise): two
+   * clock reads and one call per event, nothing per stream and nothing allocated.
+   */
+  timeBroadcasts (observe: BroadcastObserver): void {
+    this.observeBroadcast = observe
   }
 
   /**
@@ -168,7 +171,8 @@ export class SseRegistry {
    * client share and queues it without waiting on any client. Returns how many took it.
    */
   private deliver (event: BusEvent): number {
-    const timed = this.broadcastTimer?.()
+    const observe = this.observeBroadcast
+    const started = observe === null ? 0 : performance.now()
     const entry = this.frameOf(event)
     this.history.push(entry)
     this.last = event
@@ -179,7 +183,7 @@ export class SseRegistry {
       if (client.wants(topic) && client.write(frame)) delivered++
     }
     this.stats.delivered()
-    timed?.()
+    if (observe !== null) observe((performance.now() - started) / 1000)
     return delivered
   }
 

@@ -1,9 +1,10 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
-import { hasLeft, needsDrain, unsentBytes } from '../platform/internals'
+import { hasLeft, unsentBytes } from '../platform/internals'
 import type { SseClientInfo } from '../options'
 import type { CloseReason } from '../observe/vocabulary'
-import type { Flushable, WriteCoalescer } from './write-coalescer'
+import { responseSink, sinkOf, type StreamSink } from '../platform/stream-sink'
+import type { TurnQueue, TurnTarget, WriteCoalescer } from './write-coalescer'
 
 export interface StreamLimits {
   maxBufferedBytes: number
@@ -24,17 +25,18 @@ export const STREAM_HEADERS = Object.freeze({
  * is dropped, and one that stays backpressured across heartbeats is swept as dead. The frames it
  * is sent within one turn of the event loop go to its socket as one write (see WriteCoalescer).
  */
-export class Subscriber implements SseClientInfo, Flushable {
+export class Subscriber implements SseClientInfo, TurnTarget {
   readonly connectedAt = Date.now()
   /** When the server ends the stream (null: never); planned before it opens, so initialEvent sees it. */
   readonly expiresAt: number | null
   private finished = false
   private stalledBeats = 0
-  /** Bytes handed to the response so far; minus its writableLength, what the socket has taken. */
+  /** Bytes handed on so far; minus the sink's writableLength, what the socket has taken. */
   private queuedBytes = 0
-  /** Frames queued this turn, not yet handed to the response, and their bytes. */
-  private readonly pending: Buffer[] = []
-  private pendingBytes = 0
+  /** Frames queued this turn, not yet handed on (the coalescer owns them). */
+  private readonly queue: TurnQueue
+  /** Where frames go: the response, then, once the head is out, what the platform allows. */
+  private sink: StreamSink
   private flushedAtLastBeat = 0
   private unsentAtLastBeat = 0
   private expiryTimer: NodeJS.Timeout | undefined
@@ -49,11 +51,13 @@ export class Subscriber implements SseClientInfo, Flushable {
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
-    private readonly turn: WriteCoalescer,
+    turn: WriteCoalescer,
     /** The stream's lifetime in ms (null: no max age). */
     private readonly lifetimeMs: number | null
   ) {
     this.expiresAt = lifetimeMs === null ? null : this.connectedAt + lifetimeMs
+    this.queue = turn.queueFor(this)
+    this.sink = responseSink(res)
   }
 
   /** Sends the headers and the first frames in one write, and arms the expiry timer. */
@@ -62,6 +66,7 @@ export class Subscriber implements SseClientInfo, Flushable {
     openUntilClose(this.res, 200, headers)
     this.queuedBytes += firstFrames.length
     this.res.write(firstFrames)
+    this.sink = sinkOf(this.res)
     if (this.lifetimeMs !== null) {
       this.expiryTimer = setTimeout(() => this.end('expired'), this.lifetimeMs)
       this.expiryTimer.unref()
@@ -79,7 +84,7 @@ export class Subscriber implements SseClientInfo, Flushable {
 
   /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */
   fits (bytes: number): boolean {
-    return this.pendingBytes + this.res.writableLength + bytes <= this.limits.maxBufferedBytes
+    return this.queue.bytes + this.sink.writableLength + bytes <= this.limits.maxBufferedBytes
   }
 
   /**
@@ -92,32 +97,19 @@ export class Subscriber implements SseClientInfo, Flushable {
       this.end('dropped')
       return false
     }
-    if (this.pending.length === 0) this.turn.mark(this)
-    this.pending.push(frame)
-    this.pendingBytes += frame.length
+    this.queue.push(frame)
     return true
   }
 
-  /** Hands this turn's frames to the response in one write (WriteCoalescer calls it at the turn's end). */
-  flush (): void {
-    const frames = this.takePending()
-    if (frames === undefined) return
-    this.queuedBytes += frames.length
-    this.res.write(frames)
-  }
-
   /**
-   * This turn's frames as one Buffer (undefined: none). One Buffer and one write was cheaper than
-   * a write per frame under cork/uncork (one writev) in a micro-measure on loopback: per stream and
-   * burst, 10 frames 9.3 µs vs 10.3 µs, 50 frames 11.6 µs vs 18.9 µs.
+   * This turn's frames, joined, in one write (the coalescer calls it at the turn's end). One Buffer
+   * and one write was cheaper than a write per frame under cork/uncork (one writev) in a
+   * micro-measure on loopback: per stream and burst, 10 frames 9.3 µs vs 10.3 µs, 50 frames 11.6 µs
+   * vs 18.9 µs; and the streams of a burst share the one joined Buffer.
    */
-  private takePending (): Buffer | undefined {
-    const { pending } = this
-    if (pending.length === 0) return undefined
-    const frames = this.turn.join(pending, this.pendingBytes)
-    pending.length = 0
-    this.pendingBytes = 0
-    return frames
+  send (joined: Buffer): void {
+    this.queuedBytes += joined.length
+    this.sink.write(joined)
   }
 
   /**
@@ -131,13 +123,13 @@ export class Subscriber implements SseClientInfo, Flushable {
       this.end('deadSwept')
       return
     }
-    const flushed = this.queuedBytes - this.res.writableLength
+    const flushed = this.queuedBytes - this.sink.writableLength
     // A reader taking a burst slowly shows its progress only in the transport's queue (see platform/internals.ts).
     const unsent = unsentBytes(this.res)
     const progressed = flushed !== this.flushedAtLastBeat || unsent < this.unsentAtLastBeat
     this.flushedAtLastBeat = flushed
     this.unsentAtLastBeat = unsent
-    if (needsDrain(this.res)) {
+    if (this.sink.needsDrain) {
       this.stalledBeats = progressed ? 0 : this.stalledBeats + 1
       if (this.stalledBeats >= this.limits.maxStalledHeartbeats) this.end('deadSwept')
       return
@@ -155,7 +147,7 @@ export class Subscriber implements SseClientInfo, Flushable {
       this.res.destroy()
     } else {
       // What this turn queued goes out with the end, before the server's FIN.
-      const last = this.takePending()
+      const last = this.queue.take()
       if (last !== undefined) this.queuedBytes += last.length
       this.finish(reason)
       endAndClose(this.res, last)
@@ -166,8 +158,7 @@ export class Subscriber implements SseClientInfo, Flushable {
     if (this.finished) return
     this.finished = true
     // A stream that is over sends nothing more: what it had queued is let go.
-    this.pending.length = 0
-    this.pendingBytes = 0
+    this.queue.clear()
     clearTimeout(this.expiryTimer)
     this.onFinish(this, reason)
   }

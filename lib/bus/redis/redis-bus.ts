@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomFillSync } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { openBusConnections, whenReady, CONNECT_TIMEOUT_MS } from './connection'
 import { redactRedisUrl } from './url'
@@ -6,6 +6,8 @@ import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusStartError, BusUnavailableError } from '../../errors'
 import type { Bus, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from '../bus'
 import { BUS_SCRIPT } from './script'
+import { PublishBatch } from './publish-batch'
+import { DEFAULTS } from '../../options'
 import { ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
 import { monotonicNow } from '../../shared/monotonic'
@@ -26,6 +28,8 @@ export interface RedisBusOptions {
   publishTimeoutMs: number
   /** Publishes awaiting Redis at once; beyond, publish() refuses at once. */
   maxPendingPublishes: number
+  /** Publishes of one turn sent in one pipeline at most (1: each on its own); default DEFAULTS.maxPublishBatch. */
+  maxPublishBatch?: number
   /** How long Redis remembers an idempotency key. */
   idempotencyWindowMs: number
   /** Down this long without proof of receiving: the streams are told and closed (default DEAF_CLOSE_MS). */
@@ -94,6 +98,7 @@ export class RedisBus implements Bus {
   private readonly facts: ServerFactsReader
   private readonly watchdog: Watchdog
   private readonly watchTimer: NodeJS.Timeout
+  private readonly publishes: PublishBatch
   private deliver: Deliver = () => 0
   private lost: Lost = () => {}
   private deaf: Deaf = () => {}
@@ -140,6 +145,7 @@ export class RedisBus implements Bus {
       // Errors surface as rejected commands and as the bus's state; unhandled they would crash the app.
       for (const name of STATE_EVENTS) connection.on(name, this.noteState)
     }
+    this.publishes = new PublishBatch(this.publisher, COMMAND, options.maxPublishBatch ?? DEFAULTS.maxPublishBatch)
     this.reader.on('ready', () => { this.readerFacts = null })
     this.watchTimer = setInterval(this.watch, WATCHDOG_MS).unref()
   }
@@ -226,9 +232,12 @@ export class RedisBus implements Bus {
   }
 
   private run (connection: Redis, mode: 'pub' | 'check' | 'rotate', facts: ServerFacts, idempotency = this.metaKey, deadline = 0, keep = '0', ...rest: string[]): Promise<PublishReply | MetaReply> {
+    const args = [this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
+      this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.continuity.epoch ?? '') : '', ...rest] as const
+    // Publishes go in this turn's pipeline; checks and rotations, rare, at once.
+    if (mode === 'pub' && connection === this.publisher) return this.publishes.call(args) as Promise<PublishReply>
     const command = (connection as unknown as Record<typeof COMMAND, BusCommand>)[COMMAND].bind(connection)
-    return command(this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
-      this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.continuity.epoch ?? '') : '', ...rest)
+    return command(...args)
   }
 
   /**
@@ -409,6 +418,19 @@ function delay (ms: number): Promise<void> {
 }
 
 /** A fresh epoch, proposed with every script call and used only when one is made. */
+/**
+ * Random bytes for epoch names, 8 a name, refilled once every 64 names: every publish proposes one
+ * (the script takes it only if it must start an epoch), and a randomBytes call per publish was a
+ * tenth of an instance's CPU publishing flat out.
+ */
+const epochNameBytes = Buffer.alloc(8 * 64)
+let epochNameOffset = epochNameBytes.length
+
 function newEpochName (): string {
-  return BigInt('0x' + randomBytes(8).toString('hex')).toString(36).slice(0, 12)
+  if (epochNameOffset === epochNameBytes.length) {
+    randomFillSync(epochNameBytes)
+    epochNameOffset = 0
+  }
+  const bytes = epochNameBytes.subarray(epochNameOffset, epochNameOffset += 8)
+  return BigInt('0x' + bytes.toString('hex')).toString(36).slice(0, 12)
 }
