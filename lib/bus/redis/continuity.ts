@@ -18,6 +18,9 @@ export type Step =
   /** The current epoch's own marker: nothing to deliver. */
   | { kind: 'same' }
 
+/** A new epoch followed: where, and whether its marker proves nothing was lost. */
+export type EpochStep = Extract<Step, { kind: 'epoch' }>
+
 const NEXT: Step = { kind: 'next' }
 const CHECK: Step = { kind: 'check' }
 const SAME: Step = { kind: 'same' }
@@ -119,7 +122,7 @@ export class Continuity {
    * Follows `epoch` from its marker. Its clients lost nothing only if this reader had delivered
    * exactly the last event of the epoch the marker names; otherwise every stream here resyncs.
    */
-  follow (epoch: string, marker: string, previous: EntryPlace['previous']): Step {
+  follow (epoch: string, marker: string, previous: EntryPlace['previous']): EpochStep {
     const continuous = previous !== undefined && previous.epoch === this.current && previous.seq === this.lastSeq
     if (this.current !== null && this.pastEpochs.push(this.current) > PAST_EPOCHS) this.pastEpochs.shift()
     this.current = epoch

@@ -11,7 +11,7 @@ import { DEFAULTS } from '../../options'
 import { ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
 import { monotonicNow } from '../../shared/monotonic'
-import { Continuity, judgeRange, type Step } from './continuity'
+import { Continuity, judgeRange, type EpochStep } from './continuity'
 import { eventOf, fieldOf, messageFields, placeOf, positionOf, streamId, tokenOf, type StreamEntry } from './entry-codec'
 import { PublishWaiters, type PublishReply } from './publish-waiters'
 import { ServerFactsReader, type ServerFacts } from './server-facts'
@@ -374,30 +374,14 @@ export class RedisBus implements Bus {
     }
     if (!this.continuity.checked(epoch)) return
     const [entry] = await this.reader.xrange(this.streamKey, marker, marker) as StreamEntry[]
-    this.follow(this.continuity.follow(epoch, marker, placeOf(entry?.[1] ?? []).previous))
+    this.followed(this.continuity.follow(epoch, marker, placeOf(entry?.[1] ?? []).previous))
   }
 
-  /** Does what the continuity state said of an entry or an epoch change, for the streams and the publishes waiting. */
-  private follow (step: Step, token?: string, id?: string, fields?: string[]): void {
-    switch (step.kind) {
-      case 'epoch':
-        if (!step.continuous) this.discontinuity(step.at, 'lost')
-        // Publishes of the epoch left behind are in Redis but will never be delivered here.
-        this.waiters.leftFor(step.at.epoch)
-        return
-      case 'gap':
-        // A hole: trimmed past this reader, or deleted. Only this instance's streams missed it.
-        this.waiters.passed(token, formatEventId(step.at))
-        this.discontinuity(step.at, 'gap')
-        return
-      case 'next': {
-        const event = eventOf(id as string, fields as string[])
-        this.delivered++
-        // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag.
-        this.lagMs = Math.max(0, this.now() + (this.readerFacts?.offsetMs ?? this.publisherFacts?.offsetMs ?? 0) - event.position.major)
-        this.waiters.delivered(token, event.id, this.deliver(event))
-      }
-    }
+  /** A new epoch followed: the streams resync unless its marker proved nothing was lost. */
+  private followed (step: EpochStep): void {
+    if (!step.continuous) this.discontinuity(step.at, 'lost')
+    // Publishes of the epoch left behind are in Redis but will never be delivered here.
+    this.waiters.leftFor(step.at.epoch)
   }
 
   /** Every stream here resyncs at `at`; publishes up to it that were not delivered settle as published. */
@@ -408,8 +392,22 @@ export class RedisBus implements Bus {
     this.waiters.passedUpTo(at)
   }
 
+  /** Does what the continuity state says of an entry, for the streams and the publish waiting for it. */
   private deliverEntry (id: string, fields: string[]): void {
-    this.follow(this.continuity.read(id, placeOf(fields)), tokenOf(fields), id, fields)
+    const step = this.continuity.read(id, placeOf(fields))
+    const token = tokenOf(fields)
+    if (step.kind === 'epoch') this.followed(step)
+    else if (step.kind === 'gap') {
+      // A hole: trimmed past this reader, or deleted. Only this instance's streams missed it.
+      this.waiters.passed(token, formatEventId(step.at))
+      this.discontinuity(step.at, 'gap')
+    } else if (step.kind === 'next') {
+      const event = eventOf(id, fields)
+      this.delivered++
+      // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag.
+      this.lagMs = Math.max(0, this.now() + (this.readerFacts?.offsetMs ?? this.publisherFacts?.offsetMs ?? 0) - event.position.major)
+      this.waiters.delivered(token, event.id, this.deliver(event))
+    }
   }
 }
 
