@@ -77,9 +77,9 @@ t.test('a pipeline whose connection is gone answers every caller with the error,
 })
 
 t.test('the Redis bus: 30 publishes of one turn are one pipeline, delivered in call order, each caller answered with its own id; a repeated idempotency key in the same turn lands once', async (t) => {
-  const { publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs } = DEFAULTS
+  const { publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
   const { connection, pipelines } = client(t)
-  const bus = new RedisBus({ redis: connection, key: `bus${++keys}`, historyMaxEvents: 100, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} } })
+  const bus = new RedisBus({ redis: connection, key: `bus${++keys}`, historyMaxEvents: 100, publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} } })
   const delivered: BusEvent[] = []
   await bus.subscribe((event) => { delivered.push(event); return 0 }, () => {})
   t.teardown(() => bus.close())

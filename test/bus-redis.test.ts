@@ -33,8 +33,8 @@ function numbers (c: SseConnection): number[] {
 
 /** A bus of its own on the test's server, with the plugin's defaults unless told. */
 function bus (key = freshKey(), options: Partial<RedisBusOptions> = {}): RedisBus {
-  const { publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs } = DEFAULTS
-  return new RedisBus({ redis: redis.url, key, historyMaxEvents: 100, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: quiet, ...options })
+  const { publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
+  return new RedisBus({ redis: redis.url, key, historyMaxEvents: 100, publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: Math.random, log: quiet, ...options })
 }
 
 busContract(t, async () => bus())

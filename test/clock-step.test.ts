@@ -57,8 +57,8 @@ t.test('retry: never passes maxRetryAfterSeconds, however stormy', async (t) => 
 t.test('bus lag: an instance whose clock is 10 min ahead reports the lag in Redis\'s clock, not 600 s', async (t) => {
   const redis = await startRedis()
   t.teardown(() => redis.stop())
-  const { publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs } = DEFAULTS
-  const bus = new RedisBus({ redis: redis.url, key: 'ahead', historyMaxEvents: 10, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} }, now: () => Date.now() + TEN_MINUTES })
+  const { publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
+  const bus = new RedisBus({ redis: redis.url, key: 'ahead', historyMaxEvents: 10, publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} }, now: () => Date.now() + TEN_MINUTES })
   t.teardown(() => bus.close())
   await bus.subscribe(() => 0, () => {})
   await bus.publish({ data: '1' })

@@ -15,7 +15,6 @@ import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
 import { resetResponse } from './fixtures/h2-reset-response'
-import { endAndClose, openUntilClose } from '../lib/platform/server-closes-first'
 
 t.test('Fastify keeps its closing flag under Symbol(fastify.state): false before close(), true once close() starts', async (t) => {
   const app = Fastify({ logger: false })

@@ -7,7 +7,6 @@ import { BusBusyError, BusClosedError, BusStartError, BusUnavailableError } from
 import type { Bus, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from '../bus'
 import { BUS_SCRIPT } from './script'
 import { PublishBatch } from './publish-batch'
-import { DEFAULTS } from '../../options'
 import { ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
 import { monotonicNow } from '../../shared/monotonic'
@@ -28,8 +27,8 @@ export interface RedisBusOptions {
   publishTimeoutMs: number
   /** Publishes awaiting Redis at once; beyond, publish() refuses at once. */
   maxPendingPublishes: number
-  /** Publishes of one turn sent in one pipeline at most (1: each on its own); default DEFAULTS.maxPublishBatch. */
-  maxPublishBatch?: number
+  /** Publishes of one turn sent in one pipeline at most (1: each on its own). */
+  maxPublishBatch: number
   /** How long Redis remembers an idempotency key. */
   idempotencyWindowMs: number
   /** Down this long without proof of receiving: the streams are told and closed (default DEAF_CLOSE_MS). */
@@ -145,7 +144,7 @@ export class RedisBus implements Bus {
       // Errors surface as rejected commands and as the bus's state; unhandled they would crash the app.
       for (const name of STATE_EVENTS) connection.on(name, this.noteState)
     }
-    this.publishes = new PublishBatch(this.publisher, COMMAND, options.maxPublishBatch ?? DEFAULTS.maxPublishBatch)
+    this.publishes = new PublishBatch(this.publisher, COMMAND, options.maxPublishBatch)
     this.reader.on('ready', () => { this.readerFacts = null })
     this.watchTimer = setInterval(this.watch, WATCHDOG_MS).unref()
   }
