@@ -126,8 +126,13 @@ t.test('the reader\'s connection dropped while another instance publishes: nothi
   await a.app.sse.broadcast({ n: 0 })
   await waitFor('first', () => onB.events.length === 1)
   // Kill every blocked XREAD (both readers); A's publisher stays connected and goes on publishing.
-  const clients = String(await redis.command('CLIENT', 'LIST'))
-  const readers = clients.split('\n').filter((line) => / cmd=xread/.test(line)).map((line) => /^id=(\d+)/.exec(line)?.[1])
+  // A reader that has just delivered is between two XREADs for a moment: ask until both block (bounded).
+  let readers: Array<string | undefined> = []
+  for (let asked = 0; asked < 200 && readers.length < 2; asked++) {
+    if (asked > 0) await new Promise((resolve) => setTimeout(resolve, 10))
+    const clients = String(await redis.command('CLIENT', 'LIST'))
+    readers = clients.split('\n').filter((line) => / cmd=xread/.test(line)).map((line) => /^id=(\d+)/.exec(line)?.[1])
+  }
   t.equal(readers.length, 2, 'one blocking reader per instance')
   for (const id of readers) await redis.command('CLIENT', 'KILL', 'ID', id as string)
   for (let n = 1; n < 30; n++) await a.app.sse.broadcast({ n })
