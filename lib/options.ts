@@ -4,6 +4,7 @@ import type { TopicsFromRequest } from './stream/stream-request'
 import { defaultKeyFn, type KeyFn } from './admission/request-key'
 import { TowerSseOptionError } from './errors'
 import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis/url'
+import { monotonicNow } from './shared/monotonic'
 import { parseAllowedHost } from './admission/request-guard'
 
 export { TowerSseOptionError }
@@ -109,6 +110,12 @@ export interface TowerSseOptions {
   initialEvent?: InitialEvent
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
+  /**
+   * Milliseconds on a clock that never steps, for every interval admission measures (storm
+   * seconds, the connect-rate bucket) and the memory bus's idempotency window; replace it only
+   * to move time by hand in a test. Default: performance.now.
+   */
+  monotonicNow?: () => number
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
   metrics?: MetricsRegistryLike
   /**
@@ -214,7 +221,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 // reached; `*` would make it a wildcard; a space or non-ASCII character is sent encoded by every client.
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
-const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
+const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random', 'monotonicNow'] as const
 const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis', 'allowedHosts', 'allowedOrigins'])
 const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
@@ -280,7 +287,8 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     initialEvent: hook<InitialEvent>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
-    random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
+    random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random,
+    monotonicNow: hook<() => number>('monotonicNow', 'a function returning milliseconds') ?? monotonicNow
   }
 }
 

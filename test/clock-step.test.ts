@@ -5,7 +5,7 @@ import { startRedis } from '../benchmarks/lib/redis-server'
 import { StormMeter } from '../lib/admission/storm-meter'
 import { TokenBucket } from '../lib/admission/token-bucket'
 import { startApp } from './fixtures/app'
-import { movedClock } from './fixtures/moved-clock'
+import { movedClock, steppedWallClock } from './fixtures/moved-clock'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 // A wall clock stepped back (issue 31, item 4) is not a storm nor a debt of tokens: a backward
@@ -34,24 +34,73 @@ t.test('the token bucket: a clock stepped back 10 min owes no tokens', async (t)
   t.equal(bucket.take(-TEN_MINUTES + 1000), true, 'a second later, one token')
 })
 
-t.test('retry: never passes maxRetryAfterSeconds, however stormy', async (t) => {
-  const clock = movedClock(t)
-  // random at its top: every jitter draws its highest value.
-  const { app, port } = await startApp({ maxClients: 1, retryMs: 5000, retryJitterMs: 4000, maxRetryAfterSeconds: 20, stormRefusalsPerSecond: 2, tarpitMs: 0, random: () => 0.9999 })
+t.test('a wall clock stepped 10 min back or forward changes no storm level, Retry-After or retry: (a real server)', async (t) => {
+  const clock = movedClock()
+  const wall = steppedWallClock(t)
+  // random at its top: every jitter draws its highest value, so a cap that does not hold shows.
+  const { app, port } = await startApp({ maxClients: 1, retryMs: 5000, retryJitterMs: 4000, retryAfterSeconds: 5, maxRetryAfterSeconds: 20, stormRefusalsPerSecond: 2, tarpitMs: 0, random: () => 0.9999, monotonicNow: clock.now })
   t.teardown(() => app.close())
   const holder = await connect(port)
+  const refusal = async (): Promise<number> => {
+    const refused = await connect(port)
+    await refused.ended
+    t.equal(refused.status, 503)
+    return Number(refused.headers['retry-after'])
+  }
   for (let second = 0; second < 4; second++) {
-    await Promise.all(Array.from({ length: 10 }, async () => { await (await connect(port)).ended }))
+    for (let i = 0; i < 10; i++) await refusal()
     clock.skip(1000)
   }
-  t.ok(app.sse.stats().stormLevel >= 2, `a storm (level ${app.sse.stats().stormLevel})`)
+  const level = app.sse.stats().stormLevel
+  t.ok(level >= 2, `a storm (level ${level})`)
+  for (const [step, what] of [[-TEN_MINUTES, 'back 10 min'], [2 * TEN_MINUTES, 'then 10 min ahead'], [-TEN_MINUTES, 'then back to true time']] as const) {
+    wall.step(step)
+    t.equal(app.sse.stats().stormLevel, level, `${what}: the storm level is unchanged`)
+    t.equal(await refusal(), 20, `${what}: Retry-After is the 20 s cap, still widened`)
+  }
   holder.destroy()
   await waitFor('slot free', () => app.sse.size === 0)
+  wall.step(TEN_MINUTES)
   const stream = await connect(port)
   await waitFor('retry frame', () => stream.retries.length === 1)
   t.ok(stream.retries[0] <= 20_000, `retry: ${stream.retries[0]} ms within the 20 s cap`)
   t.ok(stream.retries[0] > 10_000, 'and still widened by the storm')
   stream.destroy()
+})
+
+t.test('the connect-rate bucket follows the monotonic clock, not the wall clock (a real server)', async (t) => {
+  const clock = movedClock()
+  const wall = steppedWallClock(t)
+  const { app, port } = await startApp({ maxConnectsPerSecond: 1, connectBurst: 1, maxRetryAfterSeconds: 20, random: () => 0.9999, monotonicNow: clock.now })
+  t.teardown(() => app.close())
+  const admitted = await connect(port)
+  t.equal(admitted.status, 200, 'the burst\'s one token')
+  admitted.destroy()
+  for (const [step, what] of [[TEN_MINUTES, '10 min ahead'], [-2 * TEN_MINUTES, '10 min back']] as const) {
+    wall.step(step)
+    const refused = await connect(port)
+    await refused.ended
+    t.equal(refused.status, 503, `${what}: no token refilled by the step`)
+    const seconds = Number(refused.headers['retry-after'])
+    t.ok(seconds >= 1 && seconds <= 20, `${what}: Retry-After ${seconds} s within the cap`)
+  }
+  clock.skip(1000)
+  const next = await connect(port)
+  t.equal(next.status, 200, 'a second later on the monotonic clock, a token')
+  next.destroy()
+})
+
+t.test('rejectWith retry: the refused stream\'s retry: never passes maxRetryAfterSeconds', async (t) => {
+  // Retry-After at the cap itself: the retry: drawn around it must stay below.
+  const { app, port } = await startApp({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 20, maxRetryAfterSeconds: 20, tarpitMs: 0, random: () => 0.9999 })
+  t.teardown(() => app.close())
+  const holder = await connect(port)
+  t.teardown(() => holder.destroy())
+  const refused = await connect(port)
+  await refused.ended
+  t.equal(refused.status, 200)
+  t.equal(refused.retries.length, 1)
+  t.ok(refused.retries[0] <= 20_000 && refused.retries[0] >= 19_000, `retry: ${refused.retries[0]} ms: jittered, under the 20 s cap`)
 })
 
 t.test('bus lag: an instance whose clock is 10 min ahead reports the lag in Redis\'s clock, not 600 s', async (t) => {

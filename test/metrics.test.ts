@@ -286,14 +286,14 @@ t.test('a client that takes no byte across heartbeats is swept, and counted as s
 t.test('during a storm, the held refusals and the widening level are gauges', async (t) => {
   const metrics = new Registry()
   const app = Fastify({ logger: false })
-  await app.register(towerSse, { metrics, maxClients: 1, stormRefusalsPerSecond: 1, tarpitMs: 20_000, tarpitJitterMs: 0 })
+  const clock = movedClock()
+  await app.register(towerSse, { metrics, maxClients: 1, stormRefusalsPerSecond: 1, tarpitMs: 20_000, tarpitJitterMs: 0, monotonicNow: clock.now })
   await app.register(metricsRoute, { registry: metrics })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
   const holder = await connect(port)
-  // Refusals 50 ms apart for 2.2 s of the storm meter's clock (Date.now(), moved on by the test once
+  // Refusals 50 ms apart for 2.2 s of the storm meter's clock (monotonicNow, moved on by the test once
   // each refusal is counted): each second has more than one, so the level rises; most are held.
-  const clock = movedClock(t)
   const attempts: Array<Promise<SseConnection>> = []
   for (let i = 0; i < 44; i++) {
     attempts.push(connect(port))

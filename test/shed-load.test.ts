@@ -79,12 +79,12 @@ t.test('rejectWith "retry": a native EventSource waits and tries again instead o
 })
 
 t.test('Retry-After is drawn from a window that widens during a storm and narrows when calm', async (t) => {
-  // The storm meter reads Date.now(): the test moves it on instead of waiting out real seconds.
-  const clock = movedClock(t)
+  // The storm meter reads monotonicNow: the test moves it on instead of waiting out real seconds.
+  const clock = movedClock()
   const { app, port } = await startApp({
     // A bound the three stormy seconds below cannot reach (w ≤ 16 or 32): at the bound every draw
     // is the bound itself, and "different delays" could not hold.
-    maxClients: 1, retryAfterSeconds: 2, maxRetryAfterSeconds: 64, stormRefusalsPerSecond: 5, tarpitMs: 0
+    maxClients: 1, retryAfterSeconds: 2, maxRetryAfterSeconds: 64, stormRefusalsPerSecond: 5, tarpitMs: 0, monotonicNow: clock.now
   })
   t.teardown(() => app.close())
   const holder = await connect(port)

@@ -1,6 +1,10 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import t from 'tap'
+import { startRedis } from '../benchmarks/lib/redis-server'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { notify } from './fixtures/tower'
 import { runCli } from './fixtures/tower-cli'
@@ -136,4 +140,52 @@ t.test('--help prints the usage and exits 0 without listening', async (t) => {
   t.match(cli.stdout(), /^Usage: npm start -- \[options\]/)
   t.match(cli.stdout(), /--max-clients <integer>\s+TOWER_SSE_MAX_CLIENTS\s+200/)
   t.equal(cli.stderr(), '')
+})
+
+/** What every local user reads of a process: its arguments, NUL-separated. */
+function commandLine (pid: number | undefined): string {
+  return readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').split('\0').join(' ')
+}
+
+const portOf = (line: string): number => Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(startupMessage(line))?.[1])
+
+t.test('--token-file keeps the token out of the command line; --token and a Redis password there are warned about', async (t) => {
+  const token = 'kept-0ut-of-cmdline-7f3a'
+  const dir = mkdtempSync(path.join(tmpdir(), 'tower-cli-token-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'token')
+  writeFileSync(file, `${token}\n`)
+  chmodSync(file, 0o600)
+  const redis = await startRedis()
+  t.teardown(() => redis.stop())
+  await redis.command('ACL', 'SETUSER', 'tower', 'on', '>redis-pa55word', '~*', '&*', '+@all')
+  const passwordUrl = redis.url.replace('//', '//tower:redis-pa55word@')
+
+  const fromFile = runCli(['--token-file', file, '--redis-key', 'token-file'], { PORT: '0', TOWER_REDIS_URL: passwordUrl })
+  const asFlags = runCli(['--token', token, '--redis', passwordUrl, '--redis-key', 'token-flag'], { PORT: '0' })
+  t.teardown(() => { fromFile.child.kill('SIGKILL'); asFlags.child.kill('SIGKILL') })
+  const [fileLine, flagLine] = await Promise.all([fromFile.line(/tower: listening on/), asFlags.line(/tower: listening on/)])
+
+  const fileArgs = commandLine(fromFile.child.pid)
+  t.match(fileArgs, `--token-file ${file}`, 'the path is in the command line')
+  t.notMatch(fileArgs, token, 'the token is not')
+  t.notMatch(fileArgs, 'redis-pa55word', 'nor the Redis password (TOWER_REDIS_URL)')
+  t.match(commandLine(asFlags.child.pid), `--token ${token}`, 'given as a flag, every local user reads it')
+  t.match(commandLine(asFlags.child.pid), 'redis-pa55word')
+
+  const port = portOf(fileLine)
+  const note = { type: 'ci', title: 'Green', body: '' }
+  t.equal((await notify(port, note)).status, 401, 'the token from the file is required')
+  t.equal((await notify(port, note, undefined, { authorization: 'Bearer wrong' })).status, 401)
+  t.equal((await notify(port, note, undefined, { authorization: `Bearer ${token}` })).status, 200, 'and is the one read from it')
+  t.equal((await notify(portOf(flagLine), note, undefined, { authorization: `Bearer ${token}` })).status, 200)
+
+  const warnings = (cli: typeof fromFile): string[] => cli.stdout().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l)).filter((l) => l.level === 40).map((l) => l.msg)
+  t.same(warnings(fromFile), [], 'no warning when nothing secret is in the command line')
+  t.same(warnings(asFlags), [
+    'tower: --token is in the command line, which every local user can read (ps, /proc/<pid>/cmdline): use --token-file or TOWER_TOKEN',
+    'tower: the password in --redis is in the command line, which every local user can read (ps, /proc/<pid>/cmdline): use TOWER_REDIS_URL'
+  ])
+  t.notMatch(fromFile.stdout() + asFlags.stdout() + fromFile.stderr() + asFlags.stderr(), /kept-0ut|redis-pa55word/, 'no log line shows a secret')
+  t.match(startupMessage(flagLine), `bus redis://***@127.0.0.1:${redis.port}`)
 })

@@ -1,4 +1,9 @@
-import t from 'tap'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import fc from 'fast-check'
+import Fastify from 'fastify'
+import t, { type Test } from 'tap'
 import { DEFAULTS } from '../lib'
 import { normalizeOptions } from '../lib/internal'
 import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
@@ -144,6 +149,127 @@ t.test('--trust-proxy: the proxies\' addresses, CIDR ranges and range names; non
   t.equal(describeTrustProxy(undefined), 'trustProxy off (a client is its socket address)')
   t.equal(describeTrustProxy(['127.0.0.1', '10.0.0.0/8']), 'trustProxy 127.0.0.1 10.0.0.0/8 (X-Forwarded-For believed from these)')
   t.match(usage(), /--trust-proxy <list>\s+TOWER_TRUST_PROXY\s+\(none\)/)
+})
+
+/** A file holding `content` with permission `mode`, in a directory removed at the test's end. */
+function secretFile (t: Test, content: string, mode = 0o600): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tower-token-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'token')
+  writeFileSync(file, content)
+  chmodSync(file, mode)
+  return file
+}
+
+t.test('--token-file / TOWER_TOKEN_FILE: the token is the file less one trailing newline', async (t) => {
+  t.equal(parseConfig(['--token-file', secretFile(t, 's3cr3t-t0ken\n')], {}).token, 's3cr3t-t0ken')
+  t.equal(parseConfig([], { TOWER_TOKEN_FILE: secretFile(t, 's3cr3t-t0ken\r\n') }).token, 's3cr3t-t0ken', 'a CRLF line too')
+  t.equal(parseConfig([`--token-file=${secretFile(t, 'no-newline')}`], {}).token, 'no-newline')
+  t.equal(parseConfig(['--token-file', secretFile(t, 'from-file')], { TOWER_TOKEN: 'from-env' }).token, 'from-file', 'a flag wins over a variable')
+  t.equal(parseConfig(['--token', 'from-flag'], { TOWER_TOKEN_FILE: secretFile(t, 'from-file') }).token, 'from-flag', 'either way')
+  t.same(parseConfig(['--token-file', secretFile(t, 'x')], {}).warnings, [], 'no warning: the token is not in the command line')
+  t.match(usage(), /--token-file <path>\s+TOWER_TOKEN_FILE\s+\(none\)/)
+
+  const refused: Array<[string, string[], Record<string, string>, string]> = [
+    ['an empty file', ['--token-file', secretFile(t, '')], {}, 'the file is empty'],
+    ['a file of one newline', [], { TOWER_TOKEN_FILE: secretFile(t, '\n') }, 'the file is empty'],
+    ['two lines', ['--token-file', secretFile(t, 'one\ntwo\n')], {}, 'must be printable ASCII without spaces'],
+    ['a trailing blank line', ['--token-file', secretFile(t, 'one\n\n')], {}, 'must be printable ASCII without spaces'],
+    ['readable by others', ['--token-file', secretFile(t, 'x', 0o644)], {}, 'other users may read or change it (mode 644); make it its owner\'s alone: chmod 600 '],
+    ['readable by the group', ['--token-file', secretFile(t, 'x', 0o640)], {}, 'other users may read or change it (mode 640)'],
+    ['writable by the group', ['--token-file', secretFile(t, 'x', 0o620)], {}, 'other users may read or change it (mode 620)'],
+    ['a missing file', ['--token-file', '/nonexistent/token'], {}, 'cannot read it: no such file'],
+    ['a directory', ['--token-file', path.dirname(secretFile(t, 'x', 0o600))], {}, 'cannot read it: it is a directory'],
+    ['more than a token', ['--token-file', secretFile(t, 'x'.repeat(5000))], {}, 'more than 4096 bytes, not a token'],
+    ['both flags', ['--token', 'a', '--token-file', secretFile(t, 'b')], {}, '--token and --token-file: give the token one way'],
+    ['both variables', [], { TOWER_TOKEN: 'a', TOWER_TOKEN_FILE: secretFile(t, 'b') }, 'TOWER_TOKEN and TOWER_TOKEN_FILE: give the token one way']
+  ]
+  for (const [what, argv, env, message] of refused) {
+    const error = (() => { try { parseConfig(argv, env) } catch (err) { return err } })()
+    t.type(error, TowerConfigError, what)
+    t.match((error as Error).message, message, what)
+    t.notMatch((error as Error).message, /\n/, `${what}: one line`)
+  }
+})
+
+t.test('a secret given as a flag is warned about: every local user reads the command line', async (t) => {
+  t.same(parseConfig(['--token', 'abc'], {}).warnings, ['--token is in the command line, which every local user can read (ps, /proc/<pid>/cmdline): use --token-file or TOWER_TOKEN'])
+  t.same(parseConfig(['--redis', 'redis://:pw@127.0.0.1:6379'], {}).warnings, ['the password in --redis is in the command line, which every local user can read (ps, /proc/<pid>/cmdline): use TOWER_REDIS_URL'])
+  t.same(parseConfig(['--redis', 'redis+sentinel://h:1/m?sentinelPassword=pw'], {}).warnings.length, 1, 'a Sentinel password too')
+  t.same(parseConfig(['--redis', 'redis://127.0.0.1:6379'], {}).warnings, [], 'no password, no warning')
+  t.same(parseConfig([], { TOWER_TOKEN: 'abc', TOWER_REDIS_URL: 'redis://:pw@127.0.0.1:6379' }).warnings, [], 'the environment is its owner\'s: no warning')
+})
+
+/** Whether Fastify given `trustProxy` believes the X-Forwarded-For of a request from an address. */
+function fastifyTrusts (t: Test, trustProxy: readonly string[]): (remoteAddress: string) => Promise<boolean> {
+  const app = Fastify({ trustProxy: [...trustProxy] })
+  app.get('/', async (request) => request.ip)
+  t.teardown(() => app.close())
+  return async (remoteAddress) => (await app.inject({ url: '/', remoteAddress, headers: { 'x-forwarded-for': '203.0.113.9' } })).body === '203.0.113.9'
+}
+
+/** The CIDR ranges (aligned blocks, largest first) that cover [from, to) of the IPv6 space. */
+function ipv6Blocks (from: bigint, to: bigint): string[] {
+  const blocks: string[] = []
+  for (let start = from; start < to;) {
+    let bits = 0n
+    while (bits < 128n && start % (1n << (bits + 1n)) === 0n && start + (1n << (bits + 1n)) <= to) bits++
+    const words = Array.from({ length: 8 }, (_, i) => ((start >> BigInt(112 - 16 * i)) & 0xffffn).toString(16))
+    blocks.push(`${words.join(':')}/${128n - bits}`)
+    start += 1n << bits
+  }
+  return blocks
+}
+
+t.test('--trust-proxy: ranges that together cover a family are refused however they are written', async (t) => {
+  // All of IPv6 but the IPv4-mapped block (::ffff:0:0/96): proxy-addr then believes every native IPv6 client.
+  const mapped = 0xffffn << 32n
+  const allButMapped = [...ipv6Blocks(0n, mapped), ...ipv6Blocks(mapped + (1n << 32n), 1n << 128n)].join(',')
+
+  // [ranges, the families the refusal names, those Fastify's own proxy-addr believes anyone of]
+  const covering: Array<[string, string, string[]]> = [
+    ['0.0.0.0/1,128.0.0.0/1', 'IPv4', ['IPv4']],
+    ['0.0.0.0/2, 64.0.0.0/2, 128.0.0.0/1, 10.0.0.0/8', 'IPv4', ['IPv4']],
+    ['::ffff:0.0.0.0/96', 'IPv4', ['IPv4']],
+    ['::ffff:0:0/97,::ffff:128.0.0.0/97', 'IPv4', ['IPv4']],
+    ['0.0.0.0/1,::ffff:128.0.0.0/97', 'IPv4', ['IPv4']],
+    // Express's proxy-addr (and Fastify's before its mapped-address fix) believes every IPv4 client through it.
+    ['::/1', 'IPv4', []],
+    ['::/1,8000::/1', 'IPv4 and IPv6', ['IPv6']],
+    ['0:0:0:0:0:0:0:0/1,8000::1/1,loopback', 'IPv4 and IPv6', ['IPv6']],
+    ['0.0.0.0/0,8000::/1,::/2,4000::/2', 'IPv4 and IPv6', ['IPv6']],
+    [allButMapped, 'IPv6', ['IPv6']]
+  ]
+  const octet = fc.integer({ min: 0, max: 255 })
+  const addresses = {
+    IPv4: fc.tuple(octet, octet, octet, octet).map((o) => o.join('.')),
+    // Native IPv6 as a socket gives it: proxy-addr reads a mapped address as its IPv4 client, and an
+    // embedded dotted quad (::1.2.3.4, deprecated) as no address at all.
+    IPv6: fc.ipV6().filter((address) => !address.includes('.') && !/^::ffff:[\da-f]{1,4}:[\da-f]{1,4}$/i.test(address))
+  }
+  for (const [ranges, families, believed] of covering) {
+    t.throws(() => parseConfig(['--trust-proxy', ranges], {}), {
+      message: `--trust-proxy: trusting every address lets any client choose its own address with X-Forwarded-For (these ranges cover all of ${families}); name the proxy's addresses (e.g. 127.0.0.1 or 10.0.0.0/8)`
+    }, ranges.slice(0, 60))
+    if (ranges.includes('/0')) continue
+    const trusts = fastifyTrusts(t, ranges.split(',').map((entry) => entry.trim()))
+    for (const family of believed) await fc.assert(fc.asyncProperty(addresses[family as 'IPv4' | 'IPv6'], trusts), { numRuns: 25 })
+  }
+  // Just short of a family is accepted: proxy-addr believes all of it but an address the test names.
+  const nearly: Array<[string, string[]]> = [
+    ['0.0.0.0/1,128.0.0.0/2', ['192.0.0.1']],
+    ['::ffff:0.0.0.0/97', ['128.0.0.1']],
+    ['8000::/1,::ffff:0:0/97', ['::1', '128.0.0.1']],
+    // Every IPv4 address but one, as IPv4-mapped ranges: a gap of one address, at an end and inside.
+    [ipv6Blocks(mapped, mapped + (1n << 32n) - 1n).join(','), ['255.255.255.255']],
+    [[...ipv6Blocks(mapped, mapped + (1n << 31n)), ...ipv6Blocks(mapped + (1n << 31n) + 1n, mapped + (1n << 32n))].join(','), ['128.0.0.0']]
+  ]
+  for (const [ranges, outside] of nearly) {
+    const entries = ranges.split(',')
+    t.same(parseConfig(['--trust-proxy', ranges], {}).trustProxy, entries, `${ranges.slice(0, 40)}… is accepted`)
+    const trusts = fastifyTrusts(t, entries)
+    for (const address of outside) t.notOk(await trusts(address), `${address} is not trusted by ${ranges.slice(0, 40)}…`)
+  }
 })
 
 t.test('a stream path beside the dashboard\'s files that hides none of them is accepted', async (t) => {

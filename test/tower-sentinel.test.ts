@@ -38,15 +38,13 @@ t.test('the Sentinel URL form: sentinels, master name, credentials and db', asyn
 })
 
 t.test('passwords never reach a log line or an error', async (t) => {
-  t.equal(redactRedisUrl('redis+sentinel://app:s3cret@h:1,h:2/m?db=1&sentinelPassword=t0p&x=1'), 'redis+sentinel://***@h:1,h:2/m?db=1&sentinelPassword=***&x=1')
-  t.equal(redactRedisUrl('redis://:s3cret@h:1'), 'redis://***@h:1')
-  t.equal(redactRedisUrl('redis://tokenonly@h:1'), 'redis://***@h:1')
-  t.equal(redactRedisUrl('redis://h:1/0'), 'redis://h:1/0')
+  // Redaction itself is test/redis-url.test.ts's; here, that the option error shows only a scheme when the URL is refused.
+  t.equal(redactRedisUrl('redis+sentinel://app:s3cret@h:1,h:2/m?db=1&sentinelPassword=t0p'), 'redis+sentinel://***@h:1,h:2/m?db=1&sentinelPassword=***')
   t.throws(() => parseConfig(['--redis', 'redis+sentinel://u:s3cret@h:1/a b'], {}), {
     name: 'TowerConfigError',
-    message: '--redis: option "redis" must be a redis+sentinel:// URL whose master name is 1-100 characters of A-Z a-z 0-9 . _ : -, not "a b", or an ioredis client, got "redis+sentinel://***@h:1/a b"'
+    message: '--redis: option "redis" must be a redis+sentinel:// URL whose master name is 1-100 characters of A-Z a-z 0-9 . _ : -, not "a b", or an ioredis client, got "redis+sentinel://…"'
   })
-  t.throws(() => parseConfig([], { TOWER_REDIS_URL: 'redis+sentinel://h:1/m?sentinelPassword=s3cret&db=x' }), { message: /^TOWER_REDIS_URL: .*whose db is .*got "redis\+sentinel:\/\/h:1\/m\?sentinelPassword=\*\*\*&db=x"$/ })
+  t.throws(() => parseConfig([], { TOWER_REDIS_URL: 'redis+sentinel://h:1/m?sentinelPassword=s3cret&db=x' }), { message: /^TOWER_REDIS_URL: .*whose db is .*got "redis\+sentinel:\/\/…"$/ })
   t.equal(parseConfig(['--redis', 'redis+sentinel://h:1,h:2/m'], {}).sse.redis, 'redis+sentinel://h:1,h:2/m', 'a valid one is kept as given')
 })
 

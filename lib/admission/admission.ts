@@ -62,7 +62,7 @@ export class Admission {
     this.storm = new StormMeter(options.stormRefusalsPerSecond, Math.max(maxLevel, 0))
     this.tarpit = new Tarpit(options.maxHeldRefusals)
     this.bucket = options.maxConnectsPerSecond > 0
-      ? new TokenBucket(options.maxConnectsPerSecond, options.connectBurst || options.maxConnectsPerSecond, Date.now())
+      ? new TokenBucket(options.maxConnectsPerSecond, options.connectBurst || options.maxConnectsPerSecond, options.monotonicNow())
       : null
     const limits = { capacity: streams.capacity, perKey: options.maxClientsPerKey }
     const entries = Object.entries(REFUSALS).map(([reason, { message }]) =>
@@ -106,7 +106,7 @@ export class Admission {
 
   /** The `retry:` frame for a stream opened (or drained) now: retryMs ± jitter, widened during a storm. */
   retryFrame (): Buffer {
-    const scale = this.storm.scale(Date.now())
+    const scale = this.storm.scale(this.options.monotonicNow())
     const cap = this.options.maxRetryAfterSeconds * 1000
     // The spread fits under the cap: center + spread never passes it (a storm's retry: stayed under 2 × cap).
     const spread = Math.min(this.options.retryJitterMs * scale, cap / 2)
@@ -115,7 +115,7 @@ export class Admission {
   }
 
   gauges (): AdmissionGauges {
-    return { refusalsHeld: this.tarpit.size, stormLevel: this.storm.levelAt(Date.now()) }
+    return { refusalsHeld: this.tarpit.size, stormLevel: this.storm.levelAt(this.options.monotonicNow()) }
   }
 
   /** From now on every new stream is refused, and held refusals are answered at once (shutdown). */
@@ -129,7 +129,7 @@ export class Admission {
    * platform/request-takeover.ts): counted and answered like any other "shutting down" refusal.
    */
   readonly refuseClosing = (res: ServerResponse): void => {
-    this.storm.recordRefusal(Date.now())
+    this.storm.recordRefusal(this.options.monotonicNow())
     this.stats.refused('closing')
     this.send(res, 'closing')
   }
@@ -140,7 +140,7 @@ export class Admission {
     if (key !== null && this.options.maxClientsPerKey > 0 && this.streams.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
     if (!this.streams.hasRoom) return 'capacity'
     if (this.isUnderPressure()) return 'pressure'
-    if (consumeToken && this.bucket !== null && !this.bucket.take(Date.now())) return 'rate'
+    if (consumeToken && this.bucket !== null && !this.bucket.take(this.options.monotonicNow())) return 'rate'
     return null
   }
 
@@ -168,7 +168,7 @@ export class Admission {
   private refuse (reply: FastifyReply, reason: RefusalReason): void {
     // Taken over now, even when held: Fastify must not answer it meanwhile.
     reply.hijack()
-    const now = Date.now()
+    const now = this.options.monotonicNow()
     this.storm.recordRefusal(now)
     this.stats.refused(reason)
     const answer = (): void => this.answer(reply, reason)
@@ -187,7 +187,8 @@ export class Admission {
     const max = this.options.maxRetryAfterSeconds
     const window = Math.min(this.options.retryAfterSeconds * this.storm.scale(now), max)
     const drawn = Math.min(window + Math.floor(this.options.random() * (window + 1)), max)
-    return reason === 'rate' && this.bucket !== null ? Math.max(drawn, this.bucket.secondsUntilToken()) : drawn
+    // The wait for the next token is capped like every other delay handed out.
+    return reason === 'rate' && this.bucket !== null ? Math.min(Math.max(drawn, this.bucket.secondsUntilToken()), max) : drawn
   }
 
   private answer (reply: FastifyReply, reason: RefusalReason): void {
@@ -200,12 +201,13 @@ export class Admission {
   /** `reply`: the app's headers to carry (none for a request Fastify's router never routed). */
   private send (res: ServerResponse, reason: RefusalReason, reply?: FastifyReply): void {
     const headers = (own: OutgoingHttpHeaders): OutgoingHttpHeaders => reply === undefined ? own : withReplyHeaders(reply, own)
-    const seconds = this.drawRetryAfterSeconds(reason, Date.now())
+    const seconds = this.drawRetryAfterSeconds(reason, this.options.monotonicNow())
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
       // a 503 would make the browser give up for good. The `refused` event lets a client that
       // knows it (tower-sse/client) tell this from an expiry.
-      const retryMs = jitter(seconds * 1000, 500, this.options.random, 1000)
+      // Jittered below the cap: `seconds` may be the cap itself.
+      const retryMs = jitter(Math.min(seconds * 1000, this.options.maxRetryAfterSeconds * 1000 - 500), 500, this.options.random, 1000)
       const refused = encodeEvent({ event: 'refused', data: { code: REFUSALS[reason].code, reason, retryAfterSeconds: seconds } })
       openUntilClose(res, 200, headers(STREAM_HEADERS))
       endAndClose(res, Buffer.concat([encodeRetry(retryMs), refused]))

@@ -7,7 +7,7 @@ import { RedisBus } from './redis/redis-bus'
 
 /** The one place that picks the bus: Redis when the `redis` option is set, else memory. */
 export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): Bus {
-  if (options.redis === undefined) return new MemoryBus(options.idempotencyWindowMs)
+  if (options.redis === undefined) return new MemoryBus(options.idempotencyWindowMs, options.monotonicNow)
   return new RedisBus({
     redis: options.redis as string | Redis,
     key: options.redisKey,

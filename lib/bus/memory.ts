@@ -1,5 +1,6 @@
 import { formatEventId, newEpoch, type EventPosition } from './event-id'
 import { BusClosedError } from '../errors'
+import { monotonicNow } from '../shared/monotonic'
 import type { Bus, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
 
 const NOT_SUBSCRIBED: Deliver = () => 0
@@ -20,8 +21,10 @@ export class MemoryBus implements Bus {
   /** Idempotency key → the id its first publish got and when; in insertion (= time) order. */
   private readonly keys = new Map<string, { id: string, at: number }>()
 
-  constructor (private readonly idempotencyWindowMs: number, private readonly now: () => number = Date.now) {
-    this.epoch = newEpoch(now())
+  /** `now`: the monotonic clock the idempotency window is measured on. */
+  constructor (private readonly idempotencyWindowMs: number, private readonly now: () => number = monotonicNow) {
+    // Wall time: an epoch is told apart from the epochs of earlier runs, which no monotonic clock spans.
+    this.epoch = newEpoch()
   }
 
   async subscribe (deliver: Deliver): Promise<StartPoint> {

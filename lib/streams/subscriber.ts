@@ -26,6 +26,8 @@ export const STREAM_HEADERS = Object.freeze({
  * is sent within one turn of the event loop go to its socket as one write (see WriteCoalescer).
  */
 export class Subscriber implements SseClientInfo, TurnTarget {
+  // Wall time: a timestamp shown to the app and to people (clients()); the expiry itself is a
+  // timer, which Node runs on its monotonic clock.
   readonly connectedAt = Date.now()
   /** When the server ends the stream (null: never); planned before it opens, so initialEvent sees it. */
   readonly expiresAt: number | null

@@ -51,6 +51,8 @@ async function main (): Promise<void> {
     return
   }
   if (config.workers > 1 && cluster.isPrimary) {
+    // Workers run with the same flags: the primary warns once for all of them.
+    for (const warning of config.warnings) process.stdout.write(`tower: warning: ${warning}\n`)
     runPrimary({ workers: config.workers, stopWithinMs: config.limits.drainMs + CLOSE_MARGIN_MS * 2, say: (line) => process.stdout.write(`${line}\n`), fail })
     return
   }
@@ -63,6 +65,7 @@ async function main (): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs,
     trustProxy: config.trustProxy
   })
+  if (cluster.isPrimary) for (const warning of config.warnings) app.log.warn(`tower: ${warning}`)
   const limits = describeLimits(config.limits)
   // The URL may carry passwords; the start-up line shows where, never them.
   const bus = typeof config.sse.redis === 'string' ? `bus ${redactRedisUrl(config.sse.redis)}` : 'bus memory'

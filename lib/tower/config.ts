@@ -1,6 +1,7 @@
-import { isIP } from 'node:net'
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import { DEFAULTS, TowerSseOptionError, type TowerSseOptions } from '..'
-import { normalizeOptions, parseAllowedHost, type NormalizedOptions } from '../internal'
+import { normalizeOptions, parseAllowedHost, redactRedisUrl, type NormalizedOptions } from '../internal'
+import { coveredFamilies, entrySpans, NAMED_RANGES } from './address-ranges'
 import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
 import { LOG_FORMATS, type LogFormat } from './logging'
@@ -19,6 +20,8 @@ export interface TowerConfig {
   allowedHosts: string[]
   /** When set, state-changing requests need `Authorization: Bearer <token>`. */
   token: string | undefined
+  /** What the start-up should warn about (a secret given as a flag), one sentence each. */
+  warnings: string[]
   requestTimeoutMs: number
   help: boolean
   /** Processes on node:cluster sharing the port; more than one needs the Redis bus. */
@@ -92,41 +95,75 @@ function parseToken (source: string, text: string): string {
   return text
 }
 
+// A token is one line; a bigger file is not one (and a device could go on for ever).
+const MAX_TOKEN_FILE_BYTES = 4096
+const FILE_ERRORS: Record<string, string> = { ENOENT: 'no such file', EACCES: 'permission denied', EISDIR: 'it is a directory' }
+
+/**
+ * `--token-file`: the token is the file's content less one trailing newline. The file must be
+ * its owner's alone (no group or other permission, as ssh asks of a key): a token other local
+ * users can read, or replace, stops none of them. A pipe (`--token-file <(pass show tower)`) is
+ * its owner's too.
+ */
+function readTokenFile (source: string, file: string): string {
+  const where = `${source} ${file}`
+  let fd: number | undefined
+  try {
+    fd = openSync(file, 'r')
+    const mode = fstatSync(fd).mode & 0o777
+    if ((mode & 0o077) !== 0) {
+      throw new TowerConfigError(`${where}: other users may read or change it (mode ${mode.toString(8)}); make it its owner's alone: chmod 600 ${file}`)
+    }
+    const buffer = Buffer.alloc(MAX_TOKEN_FILE_BYTES + 1)
+    let length = 0
+    for (let n = -1; n !== 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null)
+    if (length > MAX_TOKEN_FILE_BYTES) throw new TowerConfigError(`${where}: more than ${MAX_TOKEN_FILE_BYTES} bytes, not a token`)
+    const token = buffer.toString('utf8', 0, length).replace(/\r?\n$/, '')
+    if (token === '') throw new TowerConfigError(`${where}: the file is empty`)
+    return parseToken(where, token)
+  } catch (err) {
+    if (err instanceof TowerConfigError) throw err
+    const code = (err as NodeJS.ErrnoException).code ?? ''
+    throw new TowerConfigError(`${where}: cannot read it: ${FILE_ERRORS[code] ?? (err as Error).message}`)
+  } finally {
+    if (fd !== undefined) closeSync(fd)
+  }
+}
+
+/** Any user of the machine reads a process's command line (ps, /proc/<pid>/cmdline); not its environment. */
+const VISIBLE_FLAG = 'is in the command line, which every local user can read (ps, /proc/<pid>/cmdline)'
+
 function parseTimeout (source: string, text: string): number {
   const ms = parseInteger(source, text)
   if (ms < 1 || ms > 2 ** 31 - 1) throw new TowerConfigError(`${source} must be an integer between 1 and ${2 ** 31 - 1}, got ${ms}`)
   return ms
 }
 
-// proxy-addr's (Fastify's) names for address ranges.
-const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal'])
-
 /**
- * `--trust-proxy`: addresses, CIDR ranges and proxy-addr's range names. Trusting every address
- * would let any client choose its own address (and so its per-address limit) with a forged
- * X-Forwarded-For: that is refused, not merely warned about. So is a hop count: it cannot tell a
- * proxy from a client that sends enough entries (Fastify 5.12.8 trusts nobody when given one).
+ * `--trust-proxy`: addresses, CIDR ranges and proxy-addr's range names. Trusting every address of
+ * a family would let any client choose its own address (and so its per-address limit) with a
+ * forged X-Forwarded-For: that is refused, not merely warned about, however the ranges add up to
+ * it (`0.0.0.0/1,128.0.0.0/1`, `::ffff:0.0.0.0/96`). So is a hop count: it cannot tell a proxy
+ * from a client that sends enough entries (Fastify 5.12.8 trusts nobody when given one).
  */
 function parseTrustProxy (source: string, text: string): TrustProxy {
-  const everything = `${source}: trusting every address lets any client choose its own address with X-Forwarded-For; ` +
+  const everything = (why: string): string => `${source}: trusting every address lets any client choose its own address with X-Forwarded-For${why}; ` +
     'name the proxy\'s addresses (e.g. 127.0.0.1 or 10.0.0.0/8)'
-  if (/^\s*(true|\*|everything|all)\s*$/i.test(text)) throw new TowerConfigError(everything)
+  if (/^\s*(true|\*|everything|all)\s*$/i.test(text)) throw new TowerConfigError(everything(''))
   if (/^\s*\d+\s*$/.test(text)) {
     throw new TowerConfigError(`${source}: a hop count cannot tell a proxy from a client that sends X-Forwarded-For itself; name the proxy's addresses`)
   }
   const entries = text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
   if (entries.length === 0) throw new TowerConfigError(`${source} must be the proxy's addresses or CIDR ranges, got ${JSON.stringify(text)}`)
-  for (const entry of entries) {
-    if (NAMED_RANGES.has(entry)) continue
-    const [address, prefix, extra] = entry.split('/')
-    const family = isIP(address)
-    const bits = family === 4 ? 32 : 128
-    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits)
-    if (family === 0 || !prefixOk || extra !== undefined) {
-      throw new TowerConfigError(`${source}: ${JSON.stringify(entry)} is not an IP address, a CIDR range (address/bits) or one of ${[...NAMED_RANGES].join(', ')}`)
+  const spans = entries.flatMap((entry) => {
+    const found = entrySpans(entry)
+    if (found === null) {
+      throw new TowerConfigError(`${source}: ${JSON.stringify(entry)} is not an IP address, a CIDR range (address/bits) or one of ${[...NAMED_RANGES.keys()].join(', ')}`)
     }
-    if (prefix !== undefined && Number(prefix) === 0) throw new TowerConfigError(everything)
-  }
+    return found
+  })
+  const covered = coveredFamilies(spans)
+  if (covered.length > 0) throw new TowerConfigError(everything(` (these ranges cover all of ${covered.join(' and ')})`))
   return entries
 }
 
@@ -140,6 +177,7 @@ function parseLogFormat (source: string, text: string): LogFormat {
 const TOWER_SETTINGS = [
   { flag: '--allowed-hosts', env: 'TOWER_ALLOWED_HOSTS', value: '<list>', default: '(none)' },
   { flag: '--token', env: 'TOWER_TOKEN', value: '<token>', default: '(none)' },
+  { flag: '--token-file', env: 'TOWER_TOKEN_FILE', value: '<path>', default: '(none)' },
   { flag: '--request-timeout-ms', env: 'TOWER_REQUEST_TIMEOUT_MS', value: '<integer>', default: String(TOWER_DEFAULTS.requestTimeoutMs) },
   { flag: '--trust-proxy', env: 'TOWER_TRUST_PROXY', value: '<list>', default: '(none)' },
   { flag: '--log-format', env: 'TOWER_LOG_FORMAT', value: LOG_FORMATS.join('|'), default: 'pretty on a terminal, else json' }
@@ -178,6 +216,9 @@ function checkEnvNames (env: NodeJS.ProcessEnv): void {
   }
 }
 
+/** A value as given, with the flag or variable it came from. */
+type Given = { source: string, text: string } | undefined
+
 /**
  * Builds Tower's configuration: flags override environment variables, which override the
  * defaults (the plugin's DEFAULTS, 127.0.0.1 and 4100). Plugin values are checked by the
@@ -187,7 +228,7 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   const { values: flags, help } = readFlags(argv)
   checkEnvNames(env)
   // The flag or variable the value came from: where to point the user when it is refused.
-  const pickText = (flag: string, envName: string): { source: string, text: string } | undefined => {
+  const pickText = (flag: string, envName: string): Given => {
     const fromFlag = flags.get(flag)
     if (fromFlag !== undefined) return { source: flag, text: fromFlag }
     const fromEnv = env[envName]
@@ -200,6 +241,9 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   const port = portText === undefined ? DEFAULT_PORT : parsePort(portText.source, portText.text)
   const hostsText = pickText('--allowed-hosts', 'TOWER_ALLOWED_HOSTS')
   const tokenText = pickText('--token', 'TOWER_TOKEN')
+  const tokenFileText = pickText('--token-file', 'TOWER_TOKEN_FILE')
+  const warnings: string[] = []
+  if (tokenText?.source === '--token') warnings.push(`--token ${VISIBLE_FLAG}: use --token-file or TOWER_TOKEN`)
   const timeoutText = pickText('--request-timeout-ms', 'TOWER_REQUEST_TIMEOUT_MS')
   const trustText = pickText('--trust-proxy', 'TOWER_TRUST_PROXY')
   const logFormatText = pickText('--log-format', 'TOWER_LOG_FORMAT')
@@ -233,6 +277,9 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   }
   const options = sse as TowerSseOptions
   const limits = validate(options, sources)
+  if (redisText?.source === '--redis' && redactRedisUrl(redisText.text) !== redisText.text) {
+    warnings.push(`the password in --redis ${VISIBLE_FLAG}: use TOWER_REDIS_URL`)
+  }
   // Only a config object can say false; Tower's dashboard needs its stream route.
   if (limits.path === false) throw new TowerConfigError('path: false: Tower serves its event stream at a path of its own')
   const shadowed = shadowedFileRoute(limits.path)
@@ -244,13 +291,25 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
     sse: options,
     limits,
     allowedHosts,
-    token: tokenText === undefined ? undefined : parseToken(tokenText.source, tokenText.text),
+    token: pickToken(tokenText, tokenFileText),
+    warnings,
     requestTimeoutMs: timeoutText === undefined ? TOWER_DEFAULTS.requestTimeoutMs : parseTimeout(timeoutText.source, timeoutText.text),
     help,
     workers,
     trustProxy: trustText === undefined ? undefined : parseTrustProxy(trustText.source, trustText.text),
     logFormat: logFormatText === undefined ? undefined : parseLogFormat(logFormatText.source, logFormatText.text)
   }
+}
+
+/** --token or --token-file: a flag wins over a variable, as everywhere; both at one level is a mistake. */
+function pickToken (token: Given, tokenFile: Given): string | undefined {
+  if (token !== undefined && tokenFile !== undefined) {
+    const tokenIsFlag = token.source.startsWith('--')
+    if (tokenIsFlag === tokenFile.source.startsWith('--')) throw new TowerConfigError(`${token.source} and ${tokenFile.source}: give the token one way`)
+    return tokenIsFlag ? parseToken(token.source, token.text) : readTokenFile(tokenFile.source, tokenFile.text)
+  }
+  if (token !== undefined) return parseToken(token.source, token.text)
+  return tokenFile === undefined ? undefined : readTokenFile(tokenFile.source, tokenFile.text)
 }
 
 function validate (sse: TowerSseOptions, sources: Map<string, string>): NormalizedOptions {

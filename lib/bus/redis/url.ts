@@ -40,9 +40,43 @@ const MAX_DB = 2 ** 31 - 1
 const MASTER_NAME = /^[A-Za-z0-9._:-]{1,100}$/
 const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/
 
-/** The URL as it may be shown in a log line or an error: no userinfo, no sentinelPassword. */
+// A scheme as RFC 3986 spells it, bounded: all of an invalid URL that may be shown.
+const SHOWN_SCHEME = /^[A-Za-z][A-Za-z0-9+.-]{0,31}:(\/\/)?/
+// A query parameter named like a password (ioredis reads `?password=` too), matched once decoded.
+const PASSWORD_PARAM = /password/i
+
+/**
+ * The URL as it may be shown in a log line or an error: the whole userinfo (everything before the
+ * last `@` of the authority, as the URL parsers read it, so a password holding `@` or `:` is hidden
+ * entire) and every password parameter replaced by `***`. A URL that is not valid is shown as its
+ * scheme only: where its userinfo ends cannot be known.
+ */
 export function redactRedisUrl (url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@').replace(/([?&]sentinelPassword=)[^&]*/g, '$1***')
+  let target: RedisTarget
+  try {
+    target = parseRedisUrl(url)
+  } catch {
+    return `${SHOWN_SCHEME.exec(url)?.[0] ?? ''}…`
+  }
+  const start = url.indexOf('//') + 2
+  // The authority ends where WHATWG's URL parser ends it, or where the Sentinel form's parser does.
+  const end = target.kind === 'server' ? indexOfAny(url, '/?#', start) : indexOfAny(url, '/', start)
+  const at = url.lastIndexOf('@', end - 1)
+  const head = at < start ? url.slice(0, end) : `${url.slice(0, start)}***${url.slice(at, end)}`
+  const rest = url.slice(end)
+  const query = rest.indexOf('?')
+  if (query === -1) return head + rest
+  // A fragment is not split off: the Sentinel form's parser reads a `#` as part of a value.
+  const params = rest.slice(query + 1).split('&').map((param) => {
+    const name = new URLSearchParams(param).keys().next().value
+    return name !== undefined && PASSWORD_PARAM.test(name) ? `${param.split('=', 1)[0]}=***` : param
+  })
+  return `${head}${rest.slice(0, query + 1)}${params.join('&')}`
+}
+
+function indexOfAny (text: string, chars: string, from: number): number {
+  for (let i = from; i < text.length; i++) if (chars.includes(text[i])) return i
+  return text.length
 }
 
 function decode (what: string, text: string): string {
