@@ -23,6 +23,9 @@ export class TowerSseOptionError extends OptionErrorBase {
 /** A bad `topics` query (or topicsFromRequest result): the stream route answers 400 with it. */
 export const SubscriptionError = createError('TOWER_SSE_BAD_SUBSCRIPTION', 'tower-sse: %s', 400)
 
+/** `topicsFromQuery({ allow })` refused a topic the client asked for in `?topics=`: the stream route answers 403. */
+export const TopicForbiddenError = createError<[string]>('TOWER_SSE_TOPIC_FORBIDDEN', 'tower-sse: topic %s is not one this client may subscribe to', 403)
+
 /** broadcast() was given a topic outside 1-64 characters of A-Z a-z 0-9 _ . : - */
 export const BroadcastTopicError = createError('TOWER_SSE_BAD_TOPIC',
   'tower-sse: broadcast topic must be 1-64 characters of A-Z a-z 0-9 _ . : -, got %s', 500, TypeError)
@@ -97,6 +100,7 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_OPTION: TowerSseOptionError,
   TOWER_SSE_BAD_SUBSCRIPTION: SubscriptionError,
   TOWER_SSE_BAD_TOPIC: BroadcastTopicError,
+  TOWER_SSE_TOPIC_FORBIDDEN: TopicForbiddenError,
   TOWER_SSE_BAD_FIELD: EventFieldError,
   TOWER_SSE_UNENCODABLE_DATA: UnencodableDataError,
   TOWER_SSE_BAD_RETRY: RetryValueError,

@@ -118,12 +118,12 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export type { NormalizedOptions } from './options'
-export { isValidTopic } from './stream/stream-request'
+export { isValidTopic, ALL_TOPICS, topicsFromQuery } from './stream/stream-request'
 export { streamGuard, parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
 export type { StreamGuardOptions } from './admission/request-guard'
 export { IDEMPOTENCY_KEY } from './streams/registry'
 export {
-  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
+  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, TopicForbiddenError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
   BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError,
   HostNotAllowedError, OriginNotAllowedError
@@ -131,7 +131,7 @@ export {
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
 export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
 export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
-export type { TopicsFromRequest } from './stream/stream-request'
+export type { TopicsFromRequest, TopicsGranted, AllowTopic } from './stream/stream-request'
 export type { KeyFn } from './stream/request-key'
 export { defaultKeyFn, keyByAddress, keyFromClientId } from './stream/request-key'
 export type { AddressGrouping } from './admission/address-key'

@@ -103,7 +103,10 @@ export interface TowerSseOptions {
   historyMaxEvents?: number
   /** …and by total frame bytes (the newest event is always kept). */
   historyMaxBytes?: number
-  /** The topics a client subscribes to; default: `?topics=a,b`. Return null for every event. */
+  /**
+   * The topics a request is granted beyond the untopiced events: null or undefined grants none,
+   * ALL_TOPICS every one; absent: none. `topicsFromQuery({ allow })` lets clients ask in `?topics=`.
+   */
   topicsFromRequest?: TopicsFromRequest
   /** The first event a new client receives (Tower sends `{"type":"connected","id":…}`); it may be async. */
   initialEvent?: InitialEvent

@@ -11,7 +11,7 @@ import type { KeyFn } from './request-key'
 import type { SseRegistry } from '../streams/registry'
 import type { StreamStats } from '../observe/stats'
 import { Subscriber, STREAM_HEADERS } from '../streams/subscriber'
-import { lastEventIdOf, topicSet, topicsFromQuery, type TopicsFromRequest } from './stream-request'
+import { lastEventIdOf, topicSet, type TopicsFromRequest, type TopicsGranted } from './stream-request'
 import type { WriteCoalescer } from '../streams/write-coalescer'
 import { withReplyHeaders } from './headers'
 
@@ -24,8 +24,11 @@ export interface StreamRouteOptions {
 
 /** What a handler may decide for this one stream (`reply.eventStream.subscribe({ … })`); omitted: the route's and plugin's hooks decide. */
 export interface SubscribeOptions {
-  /** Topics (null: every event); default: the route's topicsFromRequest, else `?topics=a,b`. */
-  topics?: readonly string[] | null
+  /**
+   * The topics this stream is granted beyond the untopiced events (null: none; ALL_TOPICS: every
+   * one); default: the route's topicsFromRequest, else the plugin's, else none.
+   */
+  topics?: TopicsGranted
   /** Whose stream this is, for maxClientsPerKey; default: the route's keyFn (e.g. `request.user.id`). */
   key?: string
   /** Where to resume (null: nowhere); default: the `Last-Event-ID` header or `?lastEventId=`. */
@@ -71,8 +74,9 @@ export class StreamOpener {
       return Promise.resolve()
     }
     const failed = (error: unknown): Promise<never> => {
-      // A bad subscription is the client's (400); anything else is the app's, and counted.
-      if ((error as { statusCode?: number } | null)?.statusCode !== 400) this.stats.failedOpen()
+      // A bad or forbidden subscription is the client's (400, 403); anything else is the app's, and counted.
+      const status = (error as { statusCode?: number } | null)?.statusCode
+      if (status !== 400 && status !== 403) this.stats.failedOpen()
       return Promise.reject(error)
     }
     let prepared: Prepared | PromiseLike<Prepared>
@@ -108,9 +112,9 @@ export class StreamOpener {
     const { options } = this
     return then(asked.key ?? (route.keyFn ?? options.keyFn)(request), (key) => {
       if (typeof key !== 'string') throw new TypeError(`tower-sse: a stream's key must be a string, got ${typeof key}`)
-      const topicsFromRequest = route.topicsFromRequest ?? options.topicsFromRequest ?? topicsFromQuery
-      return then(asked.topics !== undefined ? asked.topics : topicsFromRequest(request), (wanted) => {
-        const topics = topicSet(wanted)
+      const topicsFromRequest = route.topicsFromRequest ?? options.topicsFromRequest
+      return then(asked.topics !== undefined ? asked.topics : topicsFromRequest?.(request), (granted) => {
+        const topics = topicSet(granted)
         const lastEventId = asked.lastEventId !== undefined ? parseEventId(asked.lastEventId ?? undefined) : lastEventIdOf(request)
         const lifetimeMs = options.maxAgeMs > 0 ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1) : null
         const client = new Subscriber(randomUUID(), request.ip, key, topics, reply.raw, options, this.registry.remove, this.turn, lifetimeMs)

@@ -4,13 +4,13 @@ import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
 import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from '../errors'
-import type { EventPosition, ParsedEventId } from '../events/event-id'
+import { formatEventId, type EventPosition, type ParsedEventId } from '../events/event-id'
 import { History, type HistoryEntry } from '../events/history'
 import type { RandomSource } from '../shared/jitter'
 import type { SseClientInfo } from '../options'
 import { Resumes } from '../events/resume'
 import { inSlices } from '../shared/slices'
-import { isValidTopic } from '../stream/stream-request'
+import { ALL_TOPICS, isValidTopic } from '../stream/stream-request'
 
 /** Drain batches are this far apart (fewer batches when there are fewer clients). */
 const DRAIN_STEP_MS = 50
@@ -24,7 +24,7 @@ export const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:+/=-]{1,128}$/
 export interface BroadcastOptions {
   /** The `event:` field; omitted means a plain `message`. */
   event?: string
-  /** Only clients that subscribed to this topic (or to every event) receive it. */
+  /** Only streams granted this topic (or ALL_TOPICS) receive it; without one, every stream does. */
   topic?: string
   /**
    * Put the event's id into the data under this property (data must be a plain object without
@@ -117,9 +117,28 @@ export class SseRegistry {
     else this.stats.resumed('fresh', 0)
   }
 
-  resyncFrame (reason: string): Buffer {
-    const latest = this.lastEventId
-    return encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason, lastEventId: latest } })
+  /**
+   * `event: resync` for `client`, carrying the newest id it is entitled to: that of the newest
+   * event in the ring it would have been sent (ids count every event, so the newest id of all
+   * would tell it how much other topics carried). None in the ring: no id, and the client keeps
+   * its own, so its next resume is told again rather than skip a gap.
+   */
+  resyncFrame (reason: string, client: Subscriber): Buffer {
+    return this.resyncFrames(reason)(client)
+  }
+
+  /** resyncFrame() for many clients at once: each distinct frame is encoded once. */
+  private resyncFrames (reason: string): (client: Subscriber) => Buffer {
+    const frames = new Map<string | null, Buffer>()
+    return (client) => {
+      const latest = client.topics === ALL_TOPICS ? this.lastEventId : idOf(this.history.newest((topic) => client.wants(topic)))
+      let frame = frames.get(latest)
+      if (frame === undefined) {
+        frame = encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason, lastEventId: latest } })
+        frames.set(latest, frame)
+      }
+      return frame
+    }
   }
 
   /** Called once per client when its stream is over, whoever ended it. */
@@ -192,11 +211,11 @@ export class SseRegistry {
   private lost (at: { id: string, position: EventPosition }, reason: string): void {
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, at.position)
     this.last = at
-    const frame = this.resyncFrame(reason)
+    const frame = this.resyncFrames(reason)
     for (const client of this.clients.values()) {
       if (this.resumes.survives(client, at.position)) continue
       this.resumes.forget(client)
-      client.write(frame)
+      client.write(frame(client))
     }
   }
 
@@ -207,10 +226,10 @@ export class SseRegistry {
    * resuming from its id, once the bus is back. Never a stream left silent.
    */
   private deafened (retryFrame: () => Buffer): void {
-    const frame = this.resyncFrame('bus-deaf')
+    const frame = this.resyncFrames('bus-deaf')
     for (const client of [...this.clients.values()]) {
       this.resumes.forget(client)
-      client.write(frame)
+      client.write(frame(client))
       client.write(retryFrame())
       client.end('busDeaf')
     }
@@ -288,6 +307,10 @@ export class SseRegistry {
     this.resumes.close()
     await this.bus.close()
   }
+}
+
+function idOf (entry: HistoryEntry | undefined): string | null {
+  return entry === undefined ? null : formatEventId(entry.position)
 }
 
 function checkIdProperty (name: string, data: unknown, text: string): void {

@@ -4,6 +4,7 @@ import { hasLeft, needsDrain, unsentBytes } from '../platform/internals'
 import type { SseClientInfo } from '../options'
 import type { CloseReason } from '../observe/vocabulary'
 import type { Flushable, WriteCoalescer } from './write-coalescer'
+import { ALL_TOPICS, type TopicGrant } from '../stream/stream-request'
 
 export interface StreamLimits {
   maxBufferedBytes: number
@@ -44,8 +45,8 @@ export class Subscriber implements SseClientInfo, Flushable {
     readonly remoteAddress: string | undefined,
     /** Whose stream this is, for maxClientsPerKey. */
     readonly key: string,
-    /** null: every event; otherwise untopiced events and these topics. */
-    readonly topics: ReadonlySet<string> | null,
+    /** The topics granted beyond the untopiced events (ALL_TOPICS: every one). */
+    readonly topics: TopicGrant,
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
@@ -74,7 +75,7 @@ export class Subscriber implements SseClientInfo, Flushable {
   }
 
   wants (topic: string | undefined): boolean {
-    return topic === undefined || this.topics === null || this.topics.has(topic)
+    return topic === undefined || this.topics === ALL_TOPICS || this.topics.has(topic)
   }
 
   /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */
