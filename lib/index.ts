@@ -118,12 +118,12 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS, normalizeOptions } from './options'
 export type { NormalizedOptions } from './options'
-export { isValidTopic, ALL_TOPICS, topicsFromQuery } from './stream/stream-request'
+export { isValidTopic, topicProblem, ALL_TOPICS, MAX_TOPICS, MAX_TOPIC_LENGTH, topicsFromQuery } from './stream/stream-request'
 export { streamGuard, parseHost, parseAllowedHost, isAllowedHost } from './admission/request-guard'
 export type { StreamGuardOptions } from './admission/request-guard'
 export { IDEMPOTENCY_KEY } from './streams/registry'
 export {
-  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, TopicForbiddenError, BroadcastIdPropertyError,
+  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, TopicError, TopicForbiddenError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
   BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError,
   HostNotAllowedError, OriginNotAllowedError

@@ -203,7 +203,7 @@ t.test('a bad ?topics= (400) or a forbidden one (403) is the client\'s, not coun
   t.teardown(() => app.close())
   const bad = await app.inject({ url: '/api/events?topics=a%0Ab' })
   t.equal(bad.statusCode, 400)
-  t.equal(bad.json().code, 'TOWER_SSE_BAD_SUBSCRIPTION')
+  t.equal(bad.json().code, 'TOWER_SSE_BAD_TOPIC')
   const forbidden = await app.inject({ url: '/api/events?topics=public:news,user:bob' })
   t.equal(forbidden.statusCode, 403)
   t.match(forbidden.json(), { code: 'TOWER_SSE_TOPIC_FORBIDDEN', message: 'tower-sse: topic "user:bob" is not one this client may subscribe to' })

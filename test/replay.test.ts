@@ -148,13 +148,13 @@ t.test('topics: a broadcast reaches only streams granted its topic (or ALL_TOPIC
 t.test('bad topics are a 400 naming the problem, before any stream header', async (t) => {
   const { app, port } = await startApp({ topicsFromRequest: queryTopics })
   t.teardown(() => app.close())
-  const queries = ['topics=', 'topics=a,,b', 'topics=a%0Adata:x', `topics=${'t'.repeat(65)}`, 'topics=a&topics=b',
-    `topics=${Array.from({ length: 33 }, (_, i) => `t${i}`).join(',')}`]
+  const queries = ['topics=', 'topics=a,,b', 'topics=a%0Adata:x', `topics=${'t'.repeat(257)}`, 'topics=a&topics=b',
+    `topics=${Array.from({ length: 129 }, (_, i) => `t${i}`).join(',')}`]
   for (const query of queries) {
     const c = await connect(port, `/api/events?${query}`)
     await c.ended
     t.equal(c.status, 400, query)
-    t.match(JSON.parse(c.body), { statusCode: 400, code: 'TOWER_SSE_BAD_SUBSCRIPTION', message: /tower-sse: (each topic|topics|query parameter "topics")/ })
+    t.match(JSON.parse(c.body), { statusCode: 400, code: /^TOWER_SSE_BAD_(SUBSCRIPTION|TOPIC)$/, message: /tower-sse: (topic|a stream may be granted|query parameter "topics")/ })
   }
   t.equal(app.sse.stats().accepted, 0)
 })

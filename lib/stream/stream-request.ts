@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
-import { SubscriptionError, TopicForbiddenError } from '../errors'
+import { SubscriptionError, TopicError, TopicForbiddenError } from '../errors'
+import { describe } from '../client/describe'
 import { parseEventId, type ParsedEventId } from '../events/event-id'
 
 /**
@@ -19,18 +20,37 @@ export type TopicsGranted = readonly string[] | typeof ALL_TOPICS | null | undef
 /** Which of the topics a client asks for in `?topics=` it may have; any other is refused (403). */
 export type AllowTopic = (topic: string, request: FastifyRequest) => boolean
 
-const TOPIC = /^[A-Za-z0-9_.:-]{1,64}$/
-const MAX_TOPICS = 32
+/** A topic name's length limit, in characters (code points): room for an email, a UUID, a path. */
+export const MAX_TOPIC_LENGTH = 256
+/** Topics one stream may be granted (ALL_TOPICS aside). */
+export const MAX_TOPICS = 128
+/** How much of a refused topic an error shows. */
+const SHOWN = 64
+
+// Any printable id: no control character (C0, DEL, C1), no line or paragraph separator, no lone
+// surrogate (it could not be encoded); counted in code points, so an emoji is one.
+const TOPIC = new RegExp(`^[^\\p{Cc}\\p{Cs}\\p{Zl}\\p{Zp}]{1,${MAX_TOPIC_LENGTH}}$`, 'u')
 
 export function isValidTopic (topic: unknown): topic is string {
   return typeof topic === 'string' && TOPIC.test(topic)
 }
 
-function checkTopic (topic: unknown, where: string): string {
-  if (!isValidTopic(topic)) {
-    throw new SubscriptionError(`${where} must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
-  }
-  return topic
+/** What is wrong with a topic name (null: nothing), naming it, truncated and escaped, and the rule. */
+export function topicProblem (topic: unknown): string | null {
+  if (isValidTopic(topic)) return null
+  const rule = `must be 1-${MAX_TOPIC_LENGTH} characters with no control character or line break`
+  if (typeof topic !== 'string') return `a topic ${rule}, got ${describe(topic)}`
+  const chars = [...topic]
+  // JSON escapes C0 and lone surrogates; DEL, C1 and the separators are escaped here too.
+  const shown = JSON.stringify(chars.slice(0, SHOWN).join('')).replace(/[\p{Cc}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  return `topic ${shown}${chars.length > SHOWN ? `… (${chars.length} characters)` : ''} ${rule}`
+}
+
+/** The topic, checked by the one rule for grants and broadcasts (TOWER_SSE_BAD_TOPIC otherwise). */
+export function checkTopic (topic: unknown): string {
+  const problem = topicProblem(topic)
+  if (problem !== null) throw new TopicError(problem)
+  return topic as string
 }
 
 /**
@@ -66,10 +86,9 @@ export function lastEventIdOf (request: FastifyRequest): ParsedEventId | null {
 export function topicSet (granted: unknown): TopicGrant {
   if (granted === ALL_TOPICS) return ALL_TOPICS
   if (granted === null || granted === undefined) return NO_TOPICS
-  if (!Array.isArray(granted) || granted.length === 0 || granted.length > MAX_TOPICS) {
-    throw new SubscriptionError(`topics must be a list of 1 to ${MAX_TOPICS} topics, null or ALL_TOPICS`)
-  }
-  return new Set(granted.map((topic) => checkTopic(topic, 'each topic')))
+  if (!Array.isArray(granted)) throw new SubscriptionError(`topics must be a list of topic names, null or ALL_TOPICS, got ${describe(granted)}`)
+  if (granted.length > MAX_TOPICS) throw new TopicError(`a stream may be granted at most ${MAX_TOPICS} topics, got ${granted.length}`)
+  return granted.length === 0 ? NO_TOPICS : new Set(granted.map(checkTopic))
 }
 
 const NO_TOPICS: ReadonlySet<string> = new Set()

@@ -3,14 +3,14 @@ import type { CloseReason, StreamGauges } from '../observe/vocabulary'
 import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
-import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from '../errors'
+import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, RegistryFullError } from '../errors'
 import { formatEventId, type EventPosition, type ParsedEventId } from '../events/event-id'
 import { History, type HistoryEntry } from '../events/history'
 import type { RandomSource } from '../shared/jitter'
 import type { SseClientInfo } from '../options'
 import { Resumes } from '../events/resume'
 import { inSlices } from '../shared/slices'
-import { ALL_TOPICS, isValidTopic } from '../stream/stream-request'
+import { ALL_TOPICS, checkTopic } from '../stream/stream-request'
 
 /** Drain batches are this far apart (fewer batches when there are fewer clients). */
 const DRAIN_STEP_MS = 50
@@ -167,9 +167,7 @@ export class SseRegistry {
       if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
         throw new BroadcastIdempotencyKeyError(JSON.stringify(idempotencyKey))
       }
-      if (topic !== undefined && !isValidTopic(topic)) {
-        throw new BroadcastTopicError(JSON.stringify(topic))
-      }
+      if (topic !== undefined) checkTopic(topic)
       if (event !== undefined) checkField('event', event)
       const text = dataText(data)
       if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
