@@ -135,8 +135,8 @@ export type { TopicsFromRequest, TopicsGranted, AllowTopic } from './stream/stre
 export type { KeyFn } from './stream/request-key'
 export { defaultKeyFn, keyByAddress, keyFromClientId } from './stream/request-key'
 export type { AddressGrouping } from './admission/address-key'
-export type { BroadcastOptions, BroadcastResult } from './streams/registry'
-export type { SseStats } from './observe/vocabulary'
+export type { BroadcastOptions, BroadcastResult, StreamAddress } from './streams/registry'
+export type { SseStats, AppCloseReason } from './observe/vocabulary'
 export type { SseHub } from './streams/hub'
 export type { BusStats } from './bus/bus'
 // The `redis` option's URL, read and shown without its password; the connection itself is `tower-sse/redis`.

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { RandomSource } from './shared/jitter'
-import type { TopicsFromRequest } from './stream/stream-request'
+import type { ALL_TOPICS, TopicsFromRequest } from './stream/stream-request'
 import { defaultKeyFn, type KeyFn } from './stream/request-key'
 import { TowerSseOptionError } from './errors'
 import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis/url'
@@ -26,6 +26,10 @@ export interface SseClientInfo {
   /** Epoch milliseconds at which the server will end the stream, or null without a max age. */
   readonly expiresAt: number | null
   readonly remoteAddress: string | undefined
+  /** Whose stream this is (keyFn or subscribe's `key`): `fastify.sse.sendToKey` and `closeKey` address it. */
+  readonly key: string
+  /** The topics granted beyond the untopiced events, or ALL_TOPICS. */
+  readonly topics: readonly string[] | typeof ALL_TOPICS
 }
 
 /**
@@ -112,6 +116,8 @@ export interface TowerSseOptions {
   initialEvent?: InitialEvent
   /** Uniform random source for every jitter; replace it only to make tests repeatable. */
   random?: RandomSource
+  /** The clock subscribe()'s `expiresAt` is read against (epoch ms); replace it only in tests. */
+  now?: () => number
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
   metrics?: MetricsRegistryLike
   /**
@@ -210,7 +216,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 // reached; `*` would make it a wildcard; a space or non-ASCII character is sent encoded by every client.
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
-const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random'] as const
+const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random', 'now'] as const
 const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis', 'allowedHosts', 'allowedOrigins'])
 const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
@@ -276,7 +282,8 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     initialEvent: hook<InitialEvent>('initialEvent', 'a function (client, request) => event'),
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
-    random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random
+    random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random,
+    now: hook<() => number>('now', 'a function returning epoch milliseconds') ?? Date.now
   }
 }
 

@@ -10,7 +10,7 @@ import { hasLeft } from '../platform/internals'
 import type { KeyFn } from './request-key'
 import type { SseRegistry } from '../streams/registry'
 import type { StreamStats } from '../observe/stats'
-import { Subscriber, STREAM_HEADERS } from '../streams/subscriber'
+import { Subscriber, STREAM_HEADERS, type Lifetime } from '../streams/subscriber'
 import { lastEventIdOf, topicSet, type TopicsFromRequest, type TopicsGranted } from './stream-request'
 import type { WriteCoalescer } from '../streams/write-coalescer'
 import { withReplyHeaders } from './headers'
@@ -35,6 +35,12 @@ export interface SubscribeOptions {
   lastEventId?: string | null
   /** The first event (or a hook that builds it from the client); default: the route's initialEvent. */
   initialEvent?: SseEventInit | InitialEvent | null
+  /**
+   * Epoch ms after which the stream's credentials are no longer good (a token's `exp` × 1000):
+   * the stream then ends with a jittered `retry:`, counted as `credentialsExpired`, if max age
+   * has not ended it first. Its client reconnects and authenticates again.
+   */
+  expiresAt?: number
 }
 
 /** Everything a stream needs, resolved before any byte of it is written. */
@@ -108,6 +114,19 @@ export class StreamOpener {
     this.registry.add(client, lastEventId)
   }
 
+  /** The stream's planned end: max age (jittered), or its credentials' expiry when that comes first. */
+  private lifetime (expiresAt: number | undefined): Lifetime | null {
+    const { options } = this
+    const maxAge = options.maxAgeMs > 0 ? { ms: jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1), reason: 'expired' as const } : null
+    if (expiresAt === undefined) return maxAge
+    if (typeof expiresAt !== 'number' || !Number.isFinite(expiresAt)) {
+      throw new TypeError(`tower-sse: subscribe()'s expiresAt must be epoch milliseconds, got ${String(expiresAt)}`)
+    }
+    const ms = Math.min(MAX_TIMER_MS, Math.max(0, expiresAt - options.now()))
+    if (maxAge !== null && maxAge.ms <= ms) return maxAge
+    return { ms, reason: 'credentialsExpired', lastFrames: this.admission.retryFrame() }
+  }
+
   private prepare (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions): Prepared | PromiseLike<Prepared> {
     const { options } = this
     return then(asked.key ?? (route.keyFn ?? options.keyFn)(request), (key) => {
@@ -116,8 +135,7 @@ export class StreamOpener {
       return then(asked.topics !== undefined ? asked.topics : topicsFromRequest?.(request), (granted) => {
         const topics = topicSet(granted)
         const lastEventId = asked.lastEventId !== undefined ? parseEventId(asked.lastEventId ?? undefined) : lastEventIdOf(request)
-        const lifetimeMs = options.maxAgeMs > 0 ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1) : null
-        const client = new Subscriber(randomUUID(), request.ip, key, topics, reply.raw, options, this.registry.remove, this.turn, lifetimeMs)
+        const client = new Subscriber(randomUUID(), request.ip, key, topics, reply.raw, options, this.registry.remove, this.turn, this.lifetime(asked.expiresAt))
         const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? options.initialEvent
         return then(typeof initial === 'function' ? initial(client, request) : initial ?? undefined, (first) => {
           const retry = this.admission.retryFrame()
@@ -127,6 +145,9 @@ export class StreamOpener {
     })
   }
 }
+
+/** The longest a timer waits: a credential's remaining time is capped to it. */
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 function isThenable<T> (value: T | PromiseLike<T>): value is PromiseLike<T> {
   return typeof (value as { then?: unknown } | null)?.then === 'function'

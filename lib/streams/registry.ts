@@ -1,5 +1,5 @@
 import type { Bus, BusEvent, Published } from '../bus/bus'
-import type { CloseReason, StreamGauges } from '../observe/vocabulary'
+import { APP_CLOSE_REASONS, type AppCloseReason, type CloseReason, type StreamGauges } from '../observe/vocabulary'
 import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
@@ -38,6 +38,9 @@ export interface BroadcastOptions {
   idempotencyKey?: string
 }
 
+/** One stream (by its id, as iteration and initialEvent show it) or every stream of one key (all tabs of one user). */
+export type StreamAddress = { id: string } | { key: string }
+
 /** What broadcast() resolves with. */
 export type BroadcastResult = Published
 
@@ -58,11 +61,14 @@ export interface RegistryLimits {
 export class SseRegistry {
   readonly capacity: number
   private readonly clients = new Map<string, Subscriber>()
-  private readonly perKey = new Map<string, number>()
+  /** The open streams of each key: all tabs of one user, for sendToKey and closeKey. */
+  private readonly perKey = new Map<string, Set<Subscriber>>()
   history: History
   private readonly resumes: Resumes
   private last: { id: string, position: EventPosition } | null = null
   private broadcastTimer: BroadcastTimer | null = null
+  /** Draws the jittered `retry:` of a stream the registry ends itself. */
+  private retryFrame: () => Buffer = () => Buffer.alloc(0)
   /** Cancels the heartbeat sweep under way (null: none is). */
   private cancelSweep: (() => void) | null = null
 
@@ -77,6 +83,7 @@ export class SseRegistry {
    * draws the `retry:` of a stream the registry ends while the bus is deaf.
    */
   async start (retryFrame: () => Buffer = () => Buffer.alloc(0)): Promise<void> {
+    this.retryFrame = retryFrame
     const from = await this.bus.subscribe((event) => this.deliver(event), (at, reason) => this.lost(at, reason), () => this.deafened(retryFrame))
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, from.floor)
     this.last ??= from.last
@@ -92,7 +99,7 @@ export class SseRegistry {
 
   /** Open streams held by `key` (see maxClientsPerKey). */
   countForKey (key: string): number {
-    return this.perKey.get(key) ?? 0
+    return this.perKey.get(key)?.size ?? 0
   }
 
   /** The id of the newest event delivered here, or null before the first. */
@@ -111,7 +118,9 @@ export class SseRegistry {
   add (client: Subscriber, lastEventId: ParsedEventId | null): void {
     if (!this.hasRoom) throw new RegistryFullError()
     this.clients.set(client.id, client)
-    this.perKey.set(client.key, this.countForKey(client.key) + 1)
+    const tabs = this.perKey.get(client.key)
+    if (tabs === undefined) this.perKey.set(client.key, new Set([client]))
+    else tabs.add(client)
     this.stats.accepted(this.clients.size)
     if (lastEventId !== null) this.resumes.start(client, lastEventId)
     else this.stats.resumed('fresh', 0)
@@ -131,7 +140,7 @@ export class SseRegistry {
   private resyncFrames (reason: string): (client: Subscriber) => Buffer {
     const frames = new Map<string | null, Buffer>()
     return (client) => {
-      const latest = client.topics === ALL_TOPICS ? this.lastEventId : idOf(this.history.newest((topic) => client.wants(topic)))
+      const latest = client.grant === ALL_TOPICS ? this.lastEventId : idOf(this.history.newest((topic) => client.wants(topic)))
       let frame = frames.get(latest)
       if (frame === undefined) {
         frame = encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason, lastEventId: latest } })
@@ -145,9 +154,9 @@ export class SseRegistry {
   readonly remove = (client: Subscriber, reason: CloseReason): void => {
     if (!this.clients.delete(client.id)) return
     this.resumes.forget(client)
-    const left = this.countForKey(client.key) - 1
-    if (left > 0) this.perKey.set(client.key, left)
-    else this.perKey.delete(client.key)
+    const tabs = this.perKey.get(client.key)
+    tabs?.delete(client)
+    if (tabs?.size === 0) this.perKey.delete(client.key)
     this.stats.closed(reason, client.bytesQueued)
   }
 
@@ -293,9 +302,42 @@ export class SseRegistry {
 
   /** Open streams, oldest first. */
   * clientsInfo (): IterableIterator<SseClientInfo> {
-    for (const { id, connectedAt, expiresAt, remoteAddress } of this.clients.values()) {
-      yield { id, connectedAt, expiresAt, remoteAddress }
+    for (const { id, connectedAt, expiresAt, remoteAddress, key, topics } of this.clients.values()) {
+      yield { id, connectedAt, expiresAt, remoteAddress, key, topics }
     }
+  }
+
+  /**
+   * Sends one event to the streams addressed (not through the bus: this instance's streams only,
+   * no id, not in history, so never replayed); returns how many took it.
+   */
+  sendTo (to: StreamAddress, data: unknown, options: { event?: string } = {}): number {
+    if (options.event !== undefined) checkField('event', options.event)
+    const frame = encodeEvent({ event: options.event, data })
+    let sent = 0
+    for (const client of this.addressed(to)) if (client.write(frame)) sent++
+    return sent
+  }
+
+  /** Ends the streams addressed, each with its own jittered `retry:`, counted under `reason`; returns how many. */
+  closeStreams (to: StreamAddress, reason: AppCloseReason): number {
+    if (!(APP_CLOSE_REASONS as readonly string[]).includes(reason)) {
+      throw new TypeError(`tower-sse: a stream is closed as ${APP_CLOSE_REASONS.join(' or ')}, got ${String(reason)}`)
+    }
+    const clients = [...this.addressed(to)]
+    for (const client of clients) {
+      client.write(this.retryFrame())
+      client.end(reason)
+    }
+    return clients.length
+  }
+
+  private addressed (to: StreamAddress): Iterable<Subscriber> {
+    if ('id' in to) {
+      const client = this.clients.get(to.id)
+      return client === undefined ? [] : [client]
+    }
+    return this.perKey.get(to.key) ?? []
   }
 
   /** Stops the bus and any resume still waiting on it; the streams are drained separately. */

@@ -6,6 +6,13 @@ import type { CloseReason } from '../observe/vocabulary'
 import type { Flushable, WriteCoalescer } from './write-coalescer'
 import { ALL_TOPICS, type TopicGrant } from '../stream/stream-request'
 
+/** A stream's planned end: `ms` after it opens, counted under `reason`, after `lastFrames` (a `retry:`). */
+export interface Lifetime {
+  ms: number
+  reason: CloseReason
+  lastFrames?: Buffer
+}
+
 export interface StreamLimits {
   maxBufferedBytes: number
   maxStalledHeartbeats: number
@@ -46,15 +53,19 @@ export class Subscriber implements SseClientInfo, Flushable {
     /** Whose stream this is, for maxClientsPerKey. */
     readonly key: string,
     /** The topics granted beyond the untopiced events (ALL_TOPICS: every one). */
-    readonly topics: TopicGrant,
+    readonly grant: TopicGrant,
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
     private readonly turn: WriteCoalescer,
-    /** The stream's lifetime in ms (null: no max age). */
-    private readonly lifetimeMs: number | null
+    /** When the server ends the stream, why, and what it is sent last (null: never). */
+    private readonly lifetime: Lifetime | null
   ) {
-    this.expiresAt = lifetimeMs === null ? null : this.connectedAt + lifetimeMs
+    this.expiresAt = lifetime === null ? null : this.connectedAt + lifetime.ms
+  }
+
+  get topics (): readonly string[] | typeof ALL_TOPICS {
+    return this.grant === ALL_TOPICS ? ALL_TOPICS : [...this.grant]
   }
 
   /** Sends the headers and the first frames in one write, and arms the expiry timer. */
@@ -63,8 +74,12 @@ export class Subscriber implements SseClientInfo, Flushable {
     openUntilClose(this.res, 200, headers)
     this.queuedBytes += firstFrames.length
     this.res.write(firstFrames)
-    if (this.lifetimeMs !== null) {
-      this.expiryTimer = setTimeout(() => this.end('expired'), this.lifetimeMs)
+    const { lifetime } = this
+    if (lifetime !== null) {
+      this.expiryTimer = setTimeout(() => {
+        if (lifetime.lastFrames !== undefined) this.write(lifetime.lastFrames)
+        this.end(lifetime.reason)
+      }, lifetime.ms)
       this.expiryTimer.unref()
     }
   }
@@ -75,7 +90,7 @@ export class Subscriber implements SseClientInfo, Flushable {
   }
 
   wants (topic: string | undefined): boolean {
-    return topic === undefined || this.topics === ALL_TOPICS || this.topics.has(topic)
+    return topic === undefined || this.grant === ALL_TOPICS || this.grant.has(topic)
   }
 
   /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */
