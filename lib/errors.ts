@@ -23,9 +23,14 @@ export class TowerSseOptionError extends OptionErrorBase {
 /** A bad `topics` query (or topicsFromRequest result): the stream route answers 400 with it. */
 export const SubscriptionError = createError('TOWER_SSE_BAD_SUBSCRIPTION', 'tower-sse: %s', 400)
 
-/** broadcast() was given a topic outside 1-64 characters of A-Z a-z 0-9 _ . : - */
-export const BroadcastTopicError = createError('TOWER_SSE_BAD_TOPIC',
-  'tower-sse: broadcast topic must be 1-64 characters of A-Z a-z 0-9 _ . : -, got %s', 500, TypeError)
+/** `topicsFromQuery({ allow })` refused a topic the client asked for in `?topics=`: the stream route answers 403. */
+export const TopicForbiddenError = createError<[string]>('TOWER_SSE_TOPIC_FORBIDDEN', 'tower-sse: topic %s is not one this client may subscribe to', 403)
+
+/**
+ * A topic name outside the one rule (1-256 characters, no control character or line break), or
+ * too many topics for one stream: in a grant the stream route answers 400; broadcast() rejects.
+ */
+export const TopicError = createError<[string]>('TOWER_SSE_BAD_TOPIC', 'tower-sse: %s', 400, TypeError)
 
 /** An event's `id` or `event` is not a string, or holds CR, LF or NUL (it would inject a field). */
 export const EventFieldError = createError('TOWER_SSE_BAD_FIELD', 'tower-sse: event %s must %s', 500, TypeError)
@@ -96,7 +101,8 @@ export const REFUSAL_CODES = Object.freeze(Object.fromEntries(
 export const errorCodes = Object.freeze({
   TOWER_SSE_OPTION: TowerSseOptionError,
   TOWER_SSE_BAD_SUBSCRIPTION: SubscriptionError,
-  TOWER_SSE_BAD_TOPIC: BroadcastTopicError,
+  TOWER_SSE_BAD_TOPIC: TopicError,
+  TOWER_SSE_TOPIC_FORBIDDEN: TopicForbiddenError,
   TOWER_SSE_BAD_FIELD: EventFieldError,
   TOWER_SSE_UNENCODABLE_DATA: UnencodableDataError,
   TOWER_SSE_BAD_RETRY: RetryValueError,

@@ -118,9 +118,11 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS } from './options'
 export { streamGuard } from './admission/request-guard'
+export { topicProblem, ALL_TOPICS, MAX_TOPICS, MAX_TOPIC_LENGTH } from './events/topic'
+export { topicsFromQuery } from './stream/stream-request'
 export type { StreamGuardOptions } from './admission/request-guard'
 export {
-  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, BroadcastTopicError, BroadcastIdPropertyError,
+  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, TopicError, TopicForbiddenError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
   BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError,
   HostNotAllowedError, OriginNotAllowedError
@@ -128,12 +130,12 @@ export {
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
 export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
 export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
-export type { TopicsFromRequest } from './stream/stream-request'
+export type { TopicsFromRequest, TopicsGranted, AllowTopic } from './stream/stream-request'
 export type { KeyFn } from './admission/request-key'
 export { defaultKeyFn, keyByAddress, keyFromClientId } from './admission/request-key'
 export type { AddressGrouping } from './admission/address-key'
-export type { BroadcastOptions, BroadcastResult } from './streams/registry'
-export type { SseStats } from './observe/vocabulary'
+export type { BroadcastOptions, BroadcastResult, StreamAddress } from './streams/registry'
+export type { SseStats, AppCloseReason } from './observe/vocabulary'
 export type { SseHub } from './streams/hub'
 export type { BusStats } from './bus/bus'
 

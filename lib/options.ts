@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { RandomSource } from './shared/jitter'
 import type { TopicsFromRequest } from './stream/stream-request'
+import type { ALL_TOPICS } from './events/topic'
 import { defaultKeyFn, type KeyFn } from './admission/request-key'
 import { TowerSseOptionError } from './errors'
 import { parseRedisUrl, redactRedisUrl, RedisUrlError } from './bus/redis/url'
@@ -27,6 +28,10 @@ export interface SseClientInfo {
   /** Epoch milliseconds at which the server will end the stream, or null without a max age. */
   readonly expiresAt: number | null
   readonly remoteAddress: string | undefined
+  /** Whose stream this is (keyFn or subscribe's `key`): `fastify.sse.sendToKey` and `closeKey` address it. */
+  readonly key: string
+  /** The topics granted beyond the untopiced events, or ALL_TOPICS. */
+  readonly topics: readonly string[] | typeof ALL_TOPICS
 }
 
 /**
@@ -104,7 +109,10 @@ export interface TowerSseOptions {
   historyMaxEvents?: number
   /** …and by total frame bytes (the newest event is always kept). */
   historyMaxBytes?: number
-  /** The topics a client subscribes to; default: `?topics=a,b`. Return null for every event. */
+  /**
+   * The topics a request is granted beyond the untopiced events: null or undefined grants none,
+   * ALL_TOPICS every one; absent: none. `topicsFromQuery({ allow })` lets clients ask in `?topics=`.
+   */
   topicsFromRequest?: TopicsFromRequest
   /** The first event a new client receives (Tower sends `{"type":"connected","id":…}`); it may be async. */
   initialEvent?: InitialEvent
@@ -116,6 +124,8 @@ export interface TowerSseOptions {
    * to move time by hand in a test. Default: performance.now.
    */
   monotonicNow?: () => number
+  /** The clock subscribe()'s `expiresAt` is read against (epoch ms); replace it only in tests. */
+  now?: () => number
   /** A prom-client Registry to expose the plugin's metrics in; absent, prom-client is never loaded. */
   metrics?: MetricsRegistryLike
   /**
@@ -221,7 +231,7 @@ const INTEGER_RULES: Record<Exclude<keyof typeof DEFAULTS, 'path' | 'rejectWith'
 // reached; `*` would make it a wildcard; a space or non-ASCII character is sent encoded by every client.
 const URL_PATH = /^\/[A-Za-z0-9\-._~!$&'()+,;=:@/]*$/
 
-const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random', 'monotonicNow'] as const
+const HOOKS = ['initialEvent', 'topicsFromRequest', 'keyFn', 'random', 'monotonicNow', 'now'] as const
 const KNOWN = new Set<string>([...Object.keys(DEFAULTS), ...HOOKS, 'metrics', 'redis', 'allowedHosts', 'allowedOrigins'])
 const REDIS_KEY = /^[A-Za-z0-9_.:{}-]{1,100}$/
 
@@ -288,7 +298,8 @@ export function normalizeOptions (input: TowerSseOptions | undefined): Normalize
     topicsFromRequest: hook<TopicsFromRequest>('topicsFromRequest', 'a function (request) => topics'),
     keyFn: hook<KeyFn>('keyFn', 'a function (request) => string') ?? defaultKeyFn,
     random: hook<RandomSource>('random', 'a function returning a number in [0, 1)') ?? Math.random,
-    monotonicNow: hook<() => number>('monotonicNow', 'a function returning milliseconds') ?? monotonicNow
+    monotonicNow: hook<() => number>('monotonicNow', 'a function returning milliseconds') ?? monotonicNow,
+    now: hook<() => number>('now', 'a function returning epoch milliseconds') ?? Date.now
   }
 }
 

@@ -4,7 +4,7 @@ import { RedisBus, type RedisBusOptions } from '../lib/bus/redis/redis-bus'
 import { DEFAULTS } from '../lib/options'
 import type { TowerSseOptions } from '../lib'
 import { busContract } from './fixtures/bus-contract'
-import { startApp, type TestApp } from './fixtures/app'
+import { queryTopicsOrAll, startApp, type TestApp } from './fixtures/app'
 import { received } from './fixtures/bus-instances'
 import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
@@ -22,7 +22,7 @@ function freshKey (): string {
 }
 
 async function instance (t: Test, redisKey: string, options: TowerSseOptions = {}): Promise<TestApp> {
-  const started = await startApp({ redis: redis.url, redisKey, heartbeatMs: 60_000, ...options })
+  const started = await startApp({ redis: redis.url, redisKey, heartbeatMs: 60_000, topicsFromRequest: queryTopicsOrAll, ...options })
   t.teardown(() => started.app.close())
   return started
 }

@@ -9,6 +9,7 @@ import { Subscriber } from '../lib/streams/subscriber'
 import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { ALL_TOPICS } from '../lib/events/topic'
 
 // The one heartbeat over more streams than a slice (issue 32): beats are called by the test (the
 // timer's period is the plugin's), and each stream's heartbeat() counts the turn it ran in.
@@ -32,7 +33,7 @@ t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE
   const flush = new WriteCoalescer()
   let ids = 0
   const server = http.createServer((_req, res) => {
-    const client = new CountingSubscriber(`c${++ids}`, undefined, `k${ids}`, null, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, flush, null)
+    const client = new CountingSubscriber(`c${++ids}`, undefined, `k${ids}`, ALL_TOPICS, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, flush, null)
     client.open({}, encodeRetry(1000))
     registry.add(client, null)
   })

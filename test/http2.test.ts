@@ -10,6 +10,7 @@ import { Subscriber } from '../lib/streams/subscriber'
 import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { HEARTBEAT_FRAME } from '../lib/events/encoder'
 import { resetResponse } from './fixtures/h2-reset-response'
+import { ALL_TOPICS } from '../lib/events/topic'
 
 /** tower-sse on Fastify's HTTP/2 server without TLS (h2c), on an ephemeral loopback port. */
 async function startH2c (options: TowerSseOptions) {
@@ -200,7 +201,7 @@ t.test('HTTP/2: the heartbeat sweeps a stream whose http2 stream is closed (the 
   const { res, close } = await resetResponse()
   t.teardown(close)
   t.equal(res.writable, true, 'Node\'s compatibility response: still writable')
-  const stream = new Subscriber('c', undefined, 'k', null, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
+  const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
   stream.heartbeat(HEARTBEAT_FRAME)
   t.same(ended, ['deadSwept'], 'swept at the first beat')
 })

@@ -15,6 +15,7 @@ import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { movedClock } from './fixtures/moved-clock'
 import { scrape, type Scrape } from './fixtures/scrape'
+import { queryTopics } from './fixtures/app'
 
 const DISCONNECT_FIELDS = { client: 'disconnected', expired: 'expired', swept: 'deadSwept', dropped: 'dropped', shutdown: 'shutdown' } as const
 
@@ -62,6 +63,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
     maxClients: 5,
     maxClientsPerKey: 2,
     keyFn: (request) => String(request.headers['x-client'] ?? 'anon'),
+    topicsFromRequest: queryTopics,
     // 9 admissions come before the rate step; refill adds one token a second.
     maxConnectsPerSecond: 1,
     connectBurst: 10,

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
-import towerSse, { type TowerSseOptions } from '../lib'
+import towerSse, { topicsFromQuery, type TowerSseOptions } from '../lib'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { rawExchange } from './fixtures/raw-http'
 
@@ -197,14 +197,18 @@ t.test('a failing opening goes through the app\'s own error handler', async (t) 
   t.equal(app.sse.stats().failedOpens, 1)
 })
 
-t.test('a bad ?topics= is the client\'s: 400, not counted as a failed opening', async (t) => {
+t.test('a bad ?topics= (400) or a forbidden one (403) is the client\'s, not counted as a failed opening', async (t) => {
   const app = Fastify({ logger: false })
-  await app.register(towerSse)
+  await app.register(towerSse, { topicsFromRequest: topicsFromQuery({ allow: (topic) => topic.startsWith('public:') }) })
   t.teardown(() => app.close())
-  const res = await app.inject({ url: '/api/events?topics=a%20b' })
-  t.equal(res.statusCode, 400)
-  t.equal(res.json().code, 'TOWER_SSE_BAD_SUBSCRIPTION')
+  const bad = await app.inject({ url: '/api/events?topics=a%0Ab' })
+  t.equal(bad.statusCode, 400)
+  t.equal(bad.json().code, 'TOWER_SSE_BAD_TOPIC')
+  const forbidden = await app.inject({ url: '/api/events?topics=public:news,user:bob' })
+  t.equal(forbidden.statusCode, 403)
+  t.match(forbidden.json(), { code: 'TOWER_SSE_TOPIC_FORBIDDEN', message: 'tower-sse: topic "user:bob" is not one this client may subscribe to' })
   t.equal(app.sse.stats().failedOpens, 0)
+  t.equal(app.sse.stats().accepted, 0)
 })
 
 /** A gate an async hook waits on: the test decides when the hook (an auth lookup, say) returns. */

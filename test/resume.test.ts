@@ -8,6 +8,7 @@ import { formatEventId, parseEventId, type EventPosition } from '../lib/bus/even
 import { SseRegistry } from '../lib/streams/registry'
 import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { ALL_TOPICS } from '../lib/events/topic'
 
 /**
  * A shared bus whose history reads answer when the test says so: the one way to hold a resume's
@@ -59,7 +60,7 @@ async function setup (t: Test, { maxBufferedBytes = 1e6 } = {}): Promise<{ bus: 
   await registry.start()
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new Subscriber(`c${++clients}`, undefined, 'k', null, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new WriteCoalescer(), null)
+    const client = new Subscriber(`c${++clients}`, undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new WriteCoalescer(), null)
     client.open({}, encodeRetry(1000))
     registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })

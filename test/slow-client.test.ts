@@ -9,6 +9,7 @@ import { Subscriber } from '../lib/streams/subscriber'
 import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { startApp, type TestApp } from './fixtures/app'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { ALL_TOPICS } from '../lib/events/topic'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
@@ -180,7 +181,7 @@ t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is q
   t.teardown(() => server.close())
   const ended: CloseReason[] = []
   const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
+    const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
     stream.open({}, Buffer.from('retry: 1000\n\n'))
     resolve(stream)
   }))

@@ -13,7 +13,7 @@ t.test('events counts what was fanned out here (any instance\'s broadcasts); bro
   t.teardown(() => b.app.close())
 
   for (let n = 0; n < 3; n++) await a.app.sse.broadcast({ n })
-  await t.rejects(a.app.sse.broadcast({ n: 3 }, { topic: 'not a topic' }), { code: 'TOWER_SSE_BAD_TOPIC' })
+  await t.rejects(a.app.sse.broadcast({ n: 3 }, { topic: 'not a\ntopic' }), { code: 'TOWER_SSE_BAD_TOPIC' })
   await b.app.sse.broadcast({ n: 4 })
   await waitFor('both instances to fan out all four events', () => a.app.sse.stats().events === 4 && b.app.sse.stats().events === 4)
   const [onA, onB] = [a.app.sse.stats(), b.app.sse.stats()]

@@ -2,10 +2,11 @@ import t from 'tap'
 import Fastify from 'fastify'
 import towerSse from '../lib'
 import { injectStream } from '../lib/testing'
+import { queryTopics } from './fixtures/app'
 
 t.test('tower-sse/testing: a stream through inject, read event by event, closed, its slot freed', async (t) => {
   const app = Fastify()
-  await app.register(towerSse, { maxClients: 1, initialEvent: (client) => ({ data: { type: 'connected', id: client.id } }) })
+  await app.register(towerSse, { maxClients: 1, topicsFromRequest: queryTopics, initialEvent: (client) => ({ data: { type: 'connected', id: client.id } }) })
   t.teardown(() => app.close())
   const stream = await injectStream(app, '/api/events?topics=news')
   t.equal(stream.statusCode, 200)

@@ -5,8 +5,9 @@ import { Subscriber } from '../lib/streams/subscriber'
 import type { CloseReason } from '../lib/observe/vocabulary'
 import { encodeEvent } from '../lib/events/encoder'
 import { WriteCoalescer } from '../lib/streams/write-coalescer'
-import { startApp } from './fixtures/app'
+import { queryTopicsOrAll, startApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { ALL_TOPICS } from '../lib/events/topic'
 
 // Writes to one stream within one turn of the event loop go to its socket as one write. These
 // tests count the calls Node's net.Socket makes to its own _write/_writev (each is one write to
@@ -68,7 +69,7 @@ t.test('a burst of 50 events broadcast from 50 separate callbacks is one socket 
 })
 
 t.test('streams with different topics each get their own events of a burst, once and in order', async (t) => {
-  const { app, port } = await startApp({ heartbeatMs: 60_000 })
+  const { app, port } = await startApp({ heartbeatMs: 60_000, topicsFromRequest: queryTopicsOrAll })
   t.teardown(() => app.close())
   // Flushed in this order, so a stream's frames are compared with a different stream's just before.
   const conns = [await connect(port, '/api/events?topics=a'), await connect(port, '/api/events?topics=b'), await connect(port), await connect(port, '/api/events?topics=a')]
@@ -183,7 +184,7 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     t.teardown(() => server.close())
     const ended: CloseReason[] = []
     const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-      const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
+      const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
       stream.open({}, Buffer.from('retry: 1000\n\n'))
       resolve(stream)
     }))
@@ -212,7 +213,7 @@ t.test('once its head is out, an HTTP/1 stream\'s frames go to its socket withou
       responseWrites++
       return write(...args)
     }) as typeof res.write
-    const stream = new Subscriber('c', undefined, 'k', null, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, () => {}, new WriteCoalescer(), null)
+    const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, () => {}, new WriteCoalescer(), null)
     stream.open({}, Buffer.from('retry: 1000\n\n'))
     resolve(stream)
   }))

@@ -85,6 +85,15 @@ export class History {
     this.floor = from
   }
 
+  /** The newest held event whose topic `wants` accepts (undefined: none). */
+  newest (wants: (topic: string | undefined) => boolean): HistoryEntry | undefined {
+    for (let i = this.entries.length - 1; i >= this.head; i--) {
+      const entry = this.entries[i] as HistoryEntry
+      if (wants(entry.topic)) return entry
+    }
+    return undefined
+  }
+
   /** Every held event after `from`, oldest first, or why the ring cannot say. */
   since (from: EventPosition): ReplayResult {
     const floor = this.floor

@@ -34,8 +34,8 @@ export interface ResumeHost {
   lastPosition (): EventPosition | null
   /** The frame of a bus event as every client gets it (encoded once per instance). */
   frameOf (event: BusEvent): HistoryEntry
-  /** `event: resync` with the newest id, for a client whose gap cannot be filled. */
-  resyncFrame (reason: string): Buffer
+  /** `event: resync` with the newest id `client` is entitled to, for a client whose gap cannot be filled. */
+  resyncFrame (reason: string, client: ResumingStream): Buffer
 }
 
 /** A failed bus read is tried again this long later (± half), while the client stays connected. */
@@ -97,7 +97,7 @@ export class Resumes {
     if (!this.host.bus.shared) {
       // One process: the ring is the whole history.
       this.stats.resumed('resync', 0)
-      client.write(this.host.resyncFrame(local.kind === 'miss' ? local.reason : 'unknown'))
+      client.write(this.host.resyncFrame(local.kind === 'miss' ? local.reason : 'unknown', client))
       return
     }
     if (local.kind === 'ahead') {
@@ -160,9 +160,10 @@ export class Resumes {
     this.pending.delete(client)
     if (read.kind === 'gone') {
       // Too far behind, or not one of our ids: say so, rather than leave a silent gap. The resync
-      // carries the newest id, which covers what was held, so the next reconnect resumes from now.
+      // carries the newest id it is entitled to, which covers what was held, so the next
+      // reconnect resumes from now.
       this.stats.resumed('resync', 0)
-      client.write(this.host.resyncFrame(read.reason))
+      client.write(this.host.resyncFrame(read.reason, client))
       return
     }
     if (this.resyncIfTooLarge(client, read.entries)) return
@@ -195,7 +196,7 @@ export class Resumes {
     for (const entry of entries) if (client.wants(entry.topic)) bytes += entry.frame.length
     if (client.fits(bytes)) return false
     this.stats.resumed('resync', 0)
-    client.write(this.host.resyncFrame('too-old'))
+    client.write(this.host.resyncFrame('too-old', client))
     return true
   }
 

@@ -35,10 +35,18 @@ export const CLOSE_CAUSES = {
   dropped: 'dropped',
   shutdown: 'shutdown',
   /** Told and closed while the bus could not prove this instance receives (see bus-guarantees.md). */
-  busDeaf: 'bus-deaf'
+  busDeaf: 'bus-deaf',
+  /** Closed by the app (`fastify.sse.close` / `closeKey`): a revoked grant or token, a logout. */
+  revoked: 'revoked',
+  logout: 'logout',
+  /** Past the `expiresAt` its subscribe() was given (a token's `exp`). */
+  credentialsExpired: 'credentials-expired'
 } as const
 export type CloseReason = keyof typeof CLOSE_CAUSES
 export const CLOSE_REASONS = Object.keys(CLOSE_CAUSES) as CloseReason[]
+/** Why the app may close streams itself (`fastify.sse.close(id, reason)`, `closeKey(key, reason)`). */
+export const APP_CLOSE_REASONS = ['revoked', 'logout'] as const
+export type AppCloseReason = typeof APP_CLOSE_REASONS[number]
 
 /** How an admitted stream started: resumed from history, told to resync, or with no Last-Event-ID. */
 export const RESUME_OUTCOMES = ['replayed', 'resync', 'fresh'] as const

@@ -10,8 +10,8 @@ import { hasLeft } from '../platform/internals'
 import type { KeyFn } from '../admission/request-key'
 import type { SseRegistry } from '../streams/registry'
 import type { StreamStats } from '../observe/stats'
-import { Subscriber, STREAM_HEADERS } from '../streams/subscriber'
-import { lastEventIdOf, topicSet, topicsFromQuery, type TopicsFromRequest } from './stream-request'
+import { Subscriber, STREAM_HEADERS, type Lifetime } from '../streams/subscriber'
+import { lastEventIdOf, topicSet, type TopicsFromRequest, type TopicsGranted } from './stream-request'
 import type { WriteCoalescer } from '../streams/write-coalescer'
 import { withReplyHeaders } from '../shared/reply-headers'
 
@@ -26,14 +26,23 @@ export interface StreamRouteOptions {
 
 /** What a handler may decide for this one stream (`reply.eventStream.subscribe({ … })`); omitted: the route's and plugin's hooks decide. */
 export interface SubscribeOptions {
-  /** Topics (null: every event); default: the route's topicsFromRequest, else `?topics=a,b`. */
-  topics?: readonly string[] | null
+  /**
+   * The topics this stream is granted beyond the untopiced events (null: none; ALL_TOPICS: every
+   * one); default: the route's topicsFromRequest, else the plugin's, else none.
+   */
+  topics?: TopicsGranted
   /** Whose stream this is, for maxClientsPerKey; default: the route's keyFn (e.g. `request.user.id`). */
   key?: string
   /** Where to resume (null: nowhere); default: the `Last-Event-ID` header or `?lastEventId=`. */
   lastEventId?: string | null
   /** The first event (or a hook that builds it from the client); default: the route's initialEvent. */
   initialEvent?: SseEventInit | InitialEvent | null
+  /**
+   * Epoch ms after which the stream's credentials are no longer good (a token's `exp` × 1000):
+   * the stream then ends with a jittered `retry:`, counted as `credentialsExpired`, if max age
+   * has not ended it first. Its client reconnects and authenticates again.
+   */
+  expiresAt?: number
 }
 
 /** Everything a stream needs, resolved before any byte of it is written. */
@@ -75,8 +84,9 @@ export class StreamOpener {
       return Promise.resolve()
     }
     const failed = (error: unknown): Promise<never> => {
-      // A bad subscription is the client's (400); anything else is the app's, and counted.
-      if ((error as { statusCode?: number } | null)?.statusCode !== 400) this.stats.failedOpen()
+      // A bad or forbidden subscription is the client's (400, 403); anything else is the app's, and counted.
+      const status = (error as { statusCode?: number } | null)?.statusCode
+      if (status !== 400 && status !== 403) this.stats.failedOpen()
       return Promise.reject(error)
     }
     let prepared: Prepared | PromiseLike<Prepared>
@@ -109,16 +119,28 @@ export class StreamOpener {
     this.registry.add(client, lastEventId)
   }
 
+  /** The stream's planned end: max age (jittered), or its credentials' expiry when that comes first. */
+  private lifetime (expiresAt: number | undefined): Lifetime | null {
+    const { options } = this
+    const maxAge = options.maxAgeMs > 0 ? { ms: jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1), reason: 'expired' as const } : null
+    if (expiresAt === undefined) return maxAge
+    if (typeof expiresAt !== 'number' || !Number.isFinite(expiresAt)) {
+      throw new TypeError(`tower-sse: subscribe()'s expiresAt must be epoch milliseconds, got ${String(expiresAt)}`)
+    }
+    const ms = Math.min(MAX_TIMER_MS, Math.max(0, expiresAt - options.now()))
+    if (maxAge !== null && maxAge.ms <= ms) return maxAge
+    return { ms, reason: 'credentialsExpired', lastFrames: this.admission.retryFrame() }
+  }
+
   private prepare (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions): Prepared | PromiseLike<Prepared> {
     const { options } = this
     return then(asked.key ?? (route.keyFn ?? options.keyFn)(request), (key) => {
       if (typeof key !== 'string') throw new TypeError(`tower-sse: a stream's key must be a string, got ${typeof key}`)
-      const topicsFromRequest = route.topicsFromRequest ?? options.topicsFromRequest ?? topicsFromQuery
-      return then(asked.topics !== undefined ? asked.topics : topicsFromRequest(request), (wanted) => {
-        const topics = topicSet(wanted)
+      const topicsFromRequest = route.topicsFromRequest ?? options.topicsFromRequest
+      return then(asked.topics !== undefined ? asked.topics : topicsFromRequest?.(request), (granted) => {
+        const topics = topicSet(granted)
         const lastEventId = asked.lastEventId !== undefined ? parseEventId(asked.lastEventId ?? undefined) : lastEventIdOf(request)
-        const lifetimeMs = options.maxAgeMs > 0 ? jitter(options.maxAgeMs, options.maxAgeJitterMs, options.random, 1) : null
-        const client = new Subscriber(randomUUID(), request.ip, key, topics, reply.raw, options, this.registry.remove, this.turn, lifetimeMs)
+        const client = new Subscriber(randomUUID(), request.ip, key, topics, reply.raw, options, this.registry.remove, this.turn, this.lifetime(asked.expiresAt))
         const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? options.initialEvent
         return then(typeof initial === 'function' ? initial(client, request) : initial ?? undefined, (first) =>
           ({ client, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first) }))
@@ -126,6 +148,9 @@ export class StreamOpener {
     })
   }
 }
+
+/** The longest a timer waits: a credential's remaining time is capped to it. */
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 function isThenable<T> (value: T | PromiseLike<T>): value is PromiseLike<T> {
   return typeof (value as { then?: unknown } | null)?.then === 'function'

@@ -1,26 +1,33 @@
 import type { FastifyRequest } from 'fastify'
-import { SubscriptionError } from '../errors'
+import { SubscriptionError, TopicError, TopicForbiddenError } from '../errors'
+import { describe } from '../shared/describe'
 import { parseEventId, type ParsedEventId } from '../bus/event-id'
-import { isValidTopic } from '../events/topic'
+import { ALL_TOPICS, checkTopic, MAX_TOPICS, type TopicGrant } from '../events/topic'
 
-/** The topics a request subscribes to (null or undefined: every event); it may be async. */
-export type TopicsFromRequest = (request: FastifyRequest) => readonly string[] | null | undefined | PromiseLike<readonly string[] | null | undefined>
+/** The topics granted to a request (null or undefined: none, untopiced events only; ALL_TOPICS: all); it may be async. */
+export type TopicsFromRequest = (request: FastifyRequest) => TopicsGranted | PromiseLike<TopicsGranted>
+export type TopicsGranted = readonly string[] | typeof ALL_TOPICS | null | undefined
 
-const MAX_TOPICS = 32
+/** Which of the topics a client asks for in `?topics=` it may have; any other is refused (403). */
+export type AllowTopic = (topic: string, request: FastifyRequest) => boolean
 
-function checkTopic (topic: unknown, where: string): string {
-  if (!isValidTopic(topic)) {
-    throw new SubscriptionError(`${where} must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${JSON.stringify(topic)}`)
+/**
+ * The opt-in to client-chosen topics: `topicsFromRequest: topicsFromQuery({ allow })` reads
+ * `?topics=a,b` and grants each topic `allow(topic, request)` accepts; one it refuses is a 403
+ * naming it, and no `?topics=` grants none. Without it a client cannot pick its own topics.
+ */
+export function topicsFromQuery ({ allow }: { allow: AllowTopic }): (request: FastifyRequest) => readonly string[] | null {
+  if (typeof allow !== 'function') throw new TypeError('tower-sse: topicsFromQuery({ allow }) needs allow: (topic, request) => boolean')
+  return (request) => {
+    const raw = (request.query as Record<string, unknown> | undefined)?.topics
+    if (raw === undefined) return null
+    if (typeof raw !== 'string') throw new SubscriptionError('query parameter "topics" must appear once, as a comma-separated list')
+    const asked = raw.split(',')
+    // Names first: allow() is the app's code and sees only well-formed topics.
+    topicSet(asked)
+    for (const topic of asked) if (allow(topic, request) !== true) throw new TopicForbiddenError(JSON.stringify(topic))
+    return asked
   }
-  return topic
-}
-
-/** The topics a request asks for by default: `?topics=a,b` (null: every event). */
-export function topicsFromQuery (request: FastifyRequest): readonly string[] | null {
-  const raw = (request.query as Record<string, unknown> | undefined)?.topics
-  if (raw === undefined) return null
-  if (typeof raw !== 'string') throw new SubscriptionError('query parameter "topics" must appear once, as a comma-separated list')
-  return raw.split(',')
 }
 
 /**
@@ -33,11 +40,13 @@ export function lastEventIdOf (request: FastifyRequest): ParsedEventId | null {
   return parseEventId(typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined)
 }
 
-/** Checks the topics asked for (by the query, topicsFromRequest or subscribe()); null or undefined: every event. */
-export function topicSet (asked: unknown): ReadonlySet<string> | null {
-  if (asked === null || asked === undefined) return null
-  if (!Array.isArray(asked) || asked.length === 0 || asked.length > MAX_TOPICS) {
-    throw new SubscriptionError(`topics must be a list of 1 to ${MAX_TOPICS} topics`)
-  }
-  return new Set(asked.map((topic) => checkTopic(topic, 'each topic')))
+/** Checks the topics granted (by topicsFromRequest or subscribe()); null or undefined: none, ALL_TOPICS: every one. */
+export function topicSet (granted: unknown): TopicGrant {
+  if (granted === ALL_TOPICS) return ALL_TOPICS
+  if (granted === null || granted === undefined) return NO_TOPICS
+  if (!Array.isArray(granted)) throw new SubscriptionError(`topics must be a list of topic names, null or ALL_TOPICS, got ${describe(granted)}`)
+  if (granted.length > MAX_TOPICS) throw new TopicError(`a stream may be granted at most ${MAX_TOPICS} topics, got ${granted.length}`)
+  return granted.length === 0 ? NO_TOPICS : new Set(granted.map(checkTopic))
 }
+
+const NO_TOPICS: ReadonlySet<string> = new Set()

@@ -1,6 +1,6 @@
 import type { SseClientInfo } from '../options'
-import type { SseStats } from '../observe/vocabulary'
-import type { BroadcastOptions, BroadcastResult, SseRegistry } from './registry'
+import type { AppCloseReason, SseStats } from '../observe/vocabulary'
+import type { BroadcastOptions, BroadcastResult, SseRegistry, StreamAddress } from './registry'
 
 /**
  * `fastify.sse`: what an application may do with tower-sse's streams. The registry behind it
@@ -14,6 +14,18 @@ export interface SseHub extends Iterable<SseClientInfo> {
    * when the bus cannot take the event: nothing is queued for later.
    */
   broadcast: (data: unknown, options?: BroadcastOptions) => Promise<BroadcastResult>
+  /**
+   * Sends one event to one stream (`{ id }`) or to every stream of a key (`{ key }`: all tabs of
+   * one user) on this instance, now; returns how many took it. It has no id and is not kept in
+   * history: a reconnect does not replay it (broadcast to a topic for that).
+   */
+  send: (to: StreamAddress, data: unknown, options?: { event?: string }) => number
+  /**
+   * Ends one stream or every stream of a key on this instance, each with its own jittered `retry:`,
+   * counted as `revoked` or `logout` (stats(), the summary log, the metrics); returns how many.
+   * A client that reconnects meets your auth again.
+   */
+  close: (to: StreamAddress, reason: AppCloseReason) => number
   /** Open streams on this instance. */
   readonly size: number
   readonly capacity: number
@@ -28,6 +40,8 @@ export interface SseHub extends Iterable<SseClientInfo> {
 export function hubOf (registry: SseRegistry, stats: () => SseStats): SseHub {
   return Object.freeze({
     broadcast: (data: unknown, options?: BroadcastOptions) => registry.broadcast(data, options),
+    send: (to: StreamAddress, data: unknown, options?: { event?: string }) => registry.sendTo(to, data, options),
+    close: (to: StreamAddress, reason: AppCloseReason) => registry.closeStreams(to, reason),
     get size () { return registry.size },
     get capacity () { return registry.capacity },
     get hasRoom () { return registry.hasRoom },

@@ -1,16 +1,16 @@
 import type { Bus, BusEvent, Published } from '../bus/bus'
-import type { CloseReason, StreamGauges } from '../observe/vocabulary'
+import { APP_CLOSE_REASONS, type AppCloseReason, type CloseReason, type StreamGauges } from '../observe/vocabulary'
 import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
-import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, BroadcastTopicError, RegistryFullError } from '../errors'
-import type { EventPosition, ParsedEventId } from '../bus/event-id'
+import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, RegistryFullError } from '../errors'
+import { formatEventId, type EventPosition, type ParsedEventId } from '../bus/event-id'
 import { History, type HistoryEntry } from '../events/history'
 import type { RandomSource } from '../shared/jitter'
 import type { SseClientInfo } from '../options'
 import { Resumes } from '../events/resume'
 import { inSlices } from '../shared/slices'
-import { isValidTopic } from '../events/topic'
+import { ALL_TOPICS, checkTopic } from '../events/topic'
 
 /** Drain batches are this far apart (fewer batches when there are fewer clients). */
 const DRAIN_STEP_MS = 50
@@ -24,7 +24,7 @@ export const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:+/=-]{1,128}$/
 export interface BroadcastOptions {
   /** The `event:` field; omitted means a plain `message`. */
   event?: string
-  /** Only clients that subscribed to this topic (or to every event) receive it. */
+  /** Only streams granted this topic (or ALL_TOPICS) receive it; without one, every stream does. */
   topic?: string
   /**
    * Put the event's id into the data under this property (data must be a plain object without
@@ -37,6 +37,9 @@ export interface BroadcastOptions {
    */
   idempotencyKey?: string
 }
+
+/** One stream (by its id, as iteration and initialEvent show it) or every stream of one key (all tabs of one user). */
+export type StreamAddress = { id: string } | { key: string }
 
 /** What broadcast() resolves with. */
 export type BroadcastResult = Published
@@ -58,11 +61,14 @@ export interface RegistryLimits {
 export class SseRegistry {
   readonly capacity: number
   private readonly clients = new Map<string, Subscriber>()
-  private readonly perKey = new Map<string, number>()
+  /** The open streams of each key: all tabs of one user, for sendToKey and closeKey. */
+  private readonly perKey = new Map<string, Set<Subscriber>>()
   history: History
   private readonly resumes: Resumes
   private last: { id: string, position: EventPosition } | null = null
   private observeBroadcast: BroadcastObserver | null = null
+  /** Draws the jittered `retry:` of a stream the registry ends itself. */
+  private retryFrame: () => Buffer = () => Buffer.alloc(0)
   /** Cancels the heartbeat sweep under way (null: none is). */
   private cancelSweep: (() => void) | null = null
 
@@ -77,6 +83,7 @@ export class SseRegistry {
    * draws the `retry:` of a stream the registry ends while the bus is deaf.
    */
   async start (retryFrame: () => Buffer = () => Buffer.alloc(0)): Promise<void> {
+    this.retryFrame = retryFrame
     const from = await this.bus.subscribe((event) => this.deliver(event), (at, reason) => this.lost(at, reason), () => this.deafened(retryFrame))
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, from.floor)
     this.last ??= from.last
@@ -92,7 +99,7 @@ export class SseRegistry {
 
   /** Open streams held by `key` (see maxClientsPerKey). */
   countForKey (key: string): number {
-    return this.perKey.get(key) ?? 0
+    return this.perKey.get(key)?.size ?? 0
   }
 
   /** The id of the newest event delivered here, or null before the first. */
@@ -111,24 +118,45 @@ export class SseRegistry {
   add (client: Subscriber, lastEventId: ParsedEventId | null): void {
     if (!this.hasRoom) throw new RegistryFullError()
     this.clients.set(client.id, client)
-    this.perKey.set(client.key, this.countForKey(client.key) + 1)
+    const tabs = this.perKey.get(client.key)
+    if (tabs === undefined) this.perKey.set(client.key, new Set([client]))
+    else tabs.add(client)
     this.stats.accepted(this.clients.size)
     if (lastEventId !== null) this.resumes.start(client, lastEventId)
     else this.stats.resumed('fresh', 0)
   }
 
-  resyncFrame (reason: string): Buffer {
-    const latest = this.lastEventId
-    return encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason, lastEventId: latest } })
+  /**
+   * `event: resync` for `client`, carrying the newest id it is entitled to: that of the newest
+   * event in the ring it would have been sent (ids count every event, so the newest id of all
+   * would tell it how much other topics carried). None in the ring: no id, and the client keeps
+   * its own, so its next resume is told again rather than skip a gap.
+   */
+  resyncFrame (reason: string, client: Subscriber): Buffer {
+    return this.resyncFrames(reason)(client)
+  }
+
+  /** resyncFrame() for many clients at once: each distinct frame is encoded once. */
+  private resyncFrames (reason: string): (client: Subscriber) => Buffer {
+    const frames = new Map<string | null, Buffer>()
+    return (client) => {
+      const latest = client.grant === ALL_TOPICS ? this.lastEventId : idOf(this.history.newest((topic) => client.wants(topic)))
+      let frame = frames.get(latest)
+      if (frame === undefined) {
+        frame = encodeEvent({ event: 'resync', id: latest ?? undefined, data: { reason, lastEventId: latest } })
+        frames.set(latest, frame)
+      }
+      return frame
+    }
   }
 
   /** Called once per client when its stream is over, whoever ended it. */
   readonly remove = (client: Subscriber, reason: CloseReason): void => {
     if (!this.clients.delete(client.id)) return
     this.resumes.forget(client)
-    const left = this.countForKey(client.key) - 1
-    if (left > 0) this.perKey.set(client.key, left)
-    else this.perKey.delete(client.key)
+    const tabs = this.perKey.get(client.key)
+    tabs?.delete(client)
+    if (tabs?.size === 0) this.perKey.delete(client.key)
     this.stats.closed(reason, client.bytesQueued)
   }
 
@@ -151,9 +179,7 @@ export class SseRegistry {
       if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
         throw new BroadcastIdempotencyKeyError(JSON.stringify(idempotencyKey))
       }
-      if (topic !== undefined && !isValidTopic(topic)) {
-        throw new BroadcastTopicError(JSON.stringify(topic))
-      }
+      if (topic !== undefined) checkTopic(topic)
       if (event !== undefined) checkField('event', event)
       const text = dataText(data)
       if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
@@ -196,11 +222,11 @@ export class SseRegistry {
   private lost (at: { id: string, position: EventPosition }, reason: string): void {
     this.history = new History(this.limits.historyMaxEvents, this.limits.historyMaxBytes, at.position)
     this.last = at
-    const frame = this.resyncFrame(reason)
+    const frame = this.resyncFrames(reason)
     for (const client of this.clients.values()) {
       if (this.resumes.survives(client, at.position)) continue
       this.resumes.forget(client)
-      client.write(frame)
+      client.write(frame(client))
     }
   }
 
@@ -211,10 +237,10 @@ export class SseRegistry {
    * resuming from its id, once the bus is back. Never a stream left silent.
    */
   private deafened (retryFrame: () => Buffer): void {
-    const frame = this.resyncFrame('bus-deaf')
+    const frame = this.resyncFrames('bus-deaf')
     for (const client of [...this.clients.values()]) {
       this.resumes.forget(client)
-      client.write(frame)
+      client.write(frame(client))
       client.write(retryFrame())
       client.end('busDeaf')
     }
@@ -280,9 +306,42 @@ export class SseRegistry {
 
   /** Open streams, oldest first. */
   * clientsInfo (): IterableIterator<SseClientInfo> {
-    for (const { id, connectedAt, expiresAt, remoteAddress } of this.clients.values()) {
-      yield { id, connectedAt, expiresAt, remoteAddress }
+    for (const { id, connectedAt, expiresAt, remoteAddress, key, topics } of this.clients.values()) {
+      yield { id, connectedAt, expiresAt, remoteAddress, key, topics }
     }
+  }
+
+  /**
+   * Sends one event to the streams addressed (not through the bus: this instance's streams only,
+   * no id, not in history, so never replayed); returns how many took it.
+   */
+  sendTo (to: StreamAddress, data: unknown, options: { event?: string } = {}): number {
+    if (options.event !== undefined) checkField('event', options.event)
+    const frame = encodeEvent({ event: options.event, data })
+    let sent = 0
+    for (const client of this.addressed(to)) if (client.write(frame)) sent++
+    return sent
+  }
+
+  /** Ends the streams addressed, each with its own jittered `retry:`, counted under `reason`; returns how many. */
+  closeStreams (to: StreamAddress, reason: AppCloseReason): number {
+    if (!(APP_CLOSE_REASONS as readonly string[]).includes(reason)) {
+      throw new TypeError(`tower-sse: a stream is closed as ${APP_CLOSE_REASONS.join(' or ')}, got ${String(reason)}`)
+    }
+    const clients = [...this.addressed(to)]
+    for (const client of clients) {
+      client.write(this.retryFrame())
+      client.end(reason)
+    }
+    return clients.length
+  }
+
+  private addressed (to: StreamAddress): Iterable<Subscriber> {
+    if ('id' in to) {
+      const client = this.clients.get(to.id)
+      return client === undefined ? [] : [client]
+    }
+    return this.perKey.get(to.key) ?? []
   }
 
   /** Stops the bus and any resume still waiting on it; the streams are drained separately. */
@@ -292,6 +351,10 @@ export class SseRegistry {
     this.resumes.close()
     await this.bus.close()
   }
+}
+
+function idOf (entry: HistoryEntry | undefined): string | null {
+  return entry === undefined ? null : formatEventId(entry.position)
 }
 
 function checkIdProperty (name: string, data: unknown, text: string): void {

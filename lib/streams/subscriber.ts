@@ -5,6 +5,14 @@ import type { SseClientInfo } from '../options'
 import type { CloseReason } from '../observe/vocabulary'
 import { responseSink, sinkOf, type StreamSink } from '../platform/stream-sink'
 import type { TurnQueue, TurnTarget, WriteCoalescer } from './write-coalescer'
+import { ALL_TOPICS, type TopicGrant } from '../events/topic'
+
+/** A stream's planned end: `ms` after it opens, counted under `reason`, after `lastFrames` (a `retry:`). */
+export interface Lifetime {
+  ms: number
+  reason: CloseReason
+  lastFrames?: Buffer
+}
 
 export interface StreamLimits {
   maxBufferedBytes: number
@@ -48,18 +56,22 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     readonly remoteAddress: string | undefined,
     /** Whose stream this is, for maxClientsPerKey. */
     readonly key: string,
-    /** null: every event; otherwise untopiced events and these topics. */
-    readonly topics: ReadonlySet<string> | null,
+    /** The topics granted beyond the untopiced events (ALL_TOPICS: every one). */
+    readonly grant: TopicGrant,
     private readonly res: ServerResponse,
     private readonly limits: StreamLimits,
     private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
     turn: WriteCoalescer,
-    /** The stream's lifetime in ms (null: no max age). */
-    private readonly lifetimeMs: number | null
+    /** When the server ends the stream, why, and what it is sent last (null: never). */
+    private readonly lifetime: Lifetime | null
   ) {
-    this.expiresAt = lifetimeMs === null ? null : this.connectedAt + lifetimeMs
+    this.expiresAt = lifetime === null ? null : this.connectedAt + lifetime.ms
     this.queue = turn.queueFor(this)
     this.sink = responseSink(res)
+  }
+
+  get topics (): readonly string[] | typeof ALL_TOPICS {
+    return this.grant === ALL_TOPICS ? ALL_TOPICS : [...this.grant]
   }
 
   /** Sends the headers and the first frames in one write, and arms the expiry timer. */
@@ -69,8 +81,12 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.queuedBytes += firstFrames.length
     this.res.write(firstFrames)
     this.sink = sinkOf(this.res)
-    if (this.lifetimeMs !== null) {
-      this.expiryTimer = setTimeout(() => this.end('expired'), this.lifetimeMs)
+    const { lifetime } = this
+    if (lifetime !== null) {
+      this.expiryTimer = setTimeout(() => {
+        if (lifetime.lastFrames !== undefined) this.write(lifetime.lastFrames)
+        this.end(lifetime.reason)
+      }, lifetime.ms)
       this.expiryTimer.unref()
     }
   }
@@ -81,7 +97,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   }
 
   wants (topic: string | undefined): boolean {
-    return topic === undefined || this.topics === null || this.topics.has(topic)
+    return topic === undefined || this.grant === ALL_TOPICS || this.grant.has(topic)
   }
 
   /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */

@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Registry } from 'prom-client'
 import { TowerMetricsUnavailableError } from './errors'
-import towerSse, { DEFAULTS, type TowerSseOptions } from '..'
+import towerSse, { ALL_TOPICS, DEFAULTS, topicsFromQuery, type TopicsFromRequest, type TowerSseOptions } from '..'
 import { TOWER_ROUTES } from './routes'
 import { notifyRoute } from './notify-route'
 import { requireOptional } from './optional'
@@ -60,6 +60,13 @@ function metricsRegistry (): Registry | null {
 }
 
 /**
+ * Tower is one user's workstation, behind its request guard: a stream's `?topics=` (workspaces)
+ * narrows what it gets, and without one it gets every event (the dashboard shows them all).
+ */
+const workspaces = topicsFromQuery({ allow: () => true })
+const towerTopics: TopicsFromRequest = (request) => workspaces(request) ?? ALL_TOPICS
+
+/**
  * The Tower server: tower-sse at GET /api/events, POST /api/notify, GET /api/events/stats,
  * GET /api/ready, GET /metrics and the dashboard, every route behind the request guard. Returns the instance
  * unstarted; the caller listens (and closes).
@@ -87,6 +94,7 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   void app.register(towerSse, {
     ...options.sse,
     initialEvent: (client) => ({ data: { type: 'connected', id: client.id } }),
+    topicsFromRequest: options.sse?.topicsFromRequest ?? towerTopics,
     ...(metrics === null ? {} : { metrics })
   })
   if (metrics === null) {

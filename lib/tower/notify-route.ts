@@ -1,5 +1,6 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
-import { IDEMPOTENCY_KEY, isValidTopic } from '../internal'
+import { IDEMPOTENCY_KEY } from '../internal'
+import { topicProblem } from '..'
 import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'
 
@@ -37,7 +38,7 @@ const bodySchema = {
     type: { type: 'string', minLength: 1, maxLength: 64, not: { const: RESERVED_TYPE } },
     title: { type: 'string', minLength: 1, maxLength: 200 },
     body: { type: 'string', maxLength: 4000 },
-    // Its length and characters are the plugin's topic rule, checked by isValidTopic below.
+    // Its length and characters are the plugin's topic rule, checked by topicProblem below.
     workspace: { type: 'string' }
   }
 } as const
@@ -86,10 +87,8 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
     if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
       throw new NotifyValidationError(`header Idempotency-Key must be one value of 1-128 characters of A-Z a-z 0-9 _ . : + / = -, got ${JSON.stringify(idempotencyKey).slice(0, 200)}`)
     }
-    if (workspace !== undefined && !isValidTopic(workspace)) {
-      const message = `body/workspace must be 1-64 characters of A-Z a-z 0-9 _ . : - (it is the event's topic), got ${JSON.stringify(workspace)}`
-      throw new NotifyValidationError(message)
-    }
+    const problem = workspace === undefined ? null : topicProblem(workspace)
+    if (problem !== null) throw new NotifyValidationError(`body/workspace (the event's topic): ${problem}`)
     // The bus assigns the id, so the plugin puts it into the data as `id` (SentNotification) when it
     // encodes the event: the notification's id is its SSE `id:` on every instance. The workspace
     // becomes the plugin's topic here and nowhere else.
