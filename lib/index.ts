@@ -67,7 +67,6 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
   const hub = hubOf(registry, stats)
   fastify.decorate('sse', hub)
-  if (options.path !== false) takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./observe/metrics') as typeof import('./observe/metrics')
@@ -89,7 +88,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const early = [streamGuard(options), admission.onRequest]
   // Each stream route of this context (and of contexts below without their own registration)
   // shares this registry: one capacity, one heartbeat, one bus.
-  addStreamRoutes(fastify, new StreamOpener(registry, admission, counts, options, turn), options, early, (instance) => instance.sse === hub)
+  const opener = new StreamOpener(registry, admission, counts, options, turn)
+  addStreamRoutes(fastify, opener, options, early, (instance) => instance.sse === hub, takeOverClosingRequests(fastify, admission.refuseClosing))
 
   // One timer for every client's heartbeat and one for the log summary; neither keeps the process alive.
   const heartbeatTimer = setInterval(() => registry.heartbeat(), options.heartbeatMs).unref()

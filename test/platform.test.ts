@@ -7,7 +7,7 @@ import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
-import { answers503OnClosing, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
+import { answers503OnClosing, fastifyState, FindMyWay, hasLeft, routerRules, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { rawExchange } from './fixtures/raw-http'
 import { waitFor } from './fixtures/sse-connection'
@@ -32,6 +32,16 @@ t.test('Fastify keeps return503OnClosing under Symbol(fastify.options), default 
   let inPlugin: boolean | undefined
   await child.register(async (scope) => { inPlugin = answers503OnClosing(scope) })
   t.equal(inPlugin, false, 'read the same from an encapsulated plugin')
+})
+
+t.test('Fastify keeps its router rules under Symbol(fastify.options).routerOptions; its own find-my-way matches by them', async (t) => {
+  const app = Fastify({ routerOptions: { ignoreTrailingSlash: true, caseSensitive: false, maxParamLength: 50 } })
+  const rules = routerRules(app)
+  t.match(rules, { ignoreTrailingSlash: true, caseSensitive: false, maxParamLength: 50, ignoreDuplicateSlashes: false })
+  const router = FindMyWay(rules)
+  router.on('GET', '/u/:id/events', () => {})
+  t.ok(router.find('GET', '/U/42/Events/'), 'a trailing slash and another case match as Fastify\'s rules say')
+  t.equal(router.find('GET', '/u/42/profile'), null)
 })
 
 t.test('Node HTTP/1: a request pipelined behind another has no socket until its turn', async (t) => {
