@@ -84,6 +84,10 @@ export const AlreadyRegisteredError = createError('TOWER_SSE_ALREADY_REGISTERED'
   'tower-sse: already registered in this context; one registration serves any number of stream routes (route option eventStream: true), ' +
   'and a separate registry needs its own context: app.register(async (scope) => { await scope.register(towerSse, …) })', 500)
 
+/** sseOf(fastify) where no tower-sse is registered in that context or above. */
+export const NotRegisteredError = createError('TOWER_SSE_NOT_REGISTERED',
+  'tower-sse: not registered in this context or above; fastify.sse exists where tower-sse is registered and in the contexts below', 500)
+
 /** The stream guard's `allowedHosts` refused the request's Host (DNS rebinding sends its own name). */
 export const HostNotAllowedError = createError<[string]>('TOWER_SSE_HOST_NOT_ALLOWED',
   'tower-sse: Host %s is not one of the allowedHosts', 403)
@@ -116,6 +120,7 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BUS_START: BusStartError,
   TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError,
   TOWER_SSE_ALREADY_REGISTERED: AlreadyRegisteredError,
+  TOWER_SSE_NOT_REGISTERED: NotRegisteredError,
   TOWER_SSE_HOST_NOT_ALLOWED: HostNotAllowedError,
   TOWER_SSE_ORIGIN_NOT_ALLOWED: OriginNotAllowedError
 })

@@ -12,7 +12,8 @@ import { AlreadyRegisteredError } from './errors'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import type { SseStats } from './observe/vocabulary'
 import { createBus } from './bus'
-import { hubOf, type SseHub } from './streams/hub'
+import { hubOf } from './streams/hub'
+import { hubIn } from './streams/sse-of'
 import { SseRegistry } from './streams/registry'
 import { StreamStats } from './observe/stats'
 import { StreamOpener } from './stream/open'
@@ -20,14 +21,6 @@ import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } f
 import { WriteCoalescer } from './streams/write-coalescer'
 
 declare module 'fastify' {
-  interface FastifyInstance {
-    /**
-     * tower-sse's streams: broadcast, size, capacity, hasRoom, lastEventId, stats() and the open
-     * clients. Present in the context tower-sse is registered in and the contexts below it (Fastify's
-     * encapsulation, as for every plugin's decorator); elsewhere it is undefined at run time.
-     */
-    sse: SseHub
-  }
   interface FastifyReply {
     /** On a stream route (route option `eventStream`): `reply.eventStream.subscribe({ topics, key, lastEventId, initialEvent })`. */
     eventStream: EventStreamReply
@@ -67,7 +60,6 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
   const hub = hubOf(registry, stats)
   fastify.decorate('sse', hub)
-  if (options.path !== false) takeOverClosingRequests(fastify, fastify.prefix + options.path, admission.refuseClosing)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./observe/metrics') as typeof import('./observe/metrics')
@@ -89,7 +81,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const early = [streamGuard(options), admission.onRequest]
   // Each stream route of this context (and of contexts below without their own registration)
   // shares this registry: one capacity, one heartbeat, one bus.
-  addStreamRoutes(fastify, new StreamOpener(registry, admission, counts, options, turn), options, early, (instance) => instance.sse === hub)
+  const opener = new StreamOpener(registry, admission, counts, options, turn)
+  addStreamRoutes(fastify, opener, options, early, (instance) => hubIn(instance) === hub, takeOverClosingRequests(fastify, admission.refuseClosing))
 
   // One timer for every client's heartbeat and one for the log summary; neither keeps the process alive.
   const heartbeatTimer = setInterval(() => registry.heartbeat(), options.heartbeatMs).unref()
@@ -124,7 +117,7 @@ export type { StreamGuardOptions } from './admission/request-guard'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, TopicError, TopicForbiddenError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError,
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError, NotRegisteredError,
   HostNotAllowedError, OriginNotAllowedError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
@@ -137,6 +130,7 @@ export type { AddressGrouping } from './admission/address-key'
 export type { BroadcastOptions, BroadcastResult, StreamAddress } from './streams/registry'
 export type { SseStats, AppCloseReason } from './observe/vocabulary'
 export type { SseHub } from './streams/hub'
+export { sseOf } from './streams/sse-of'
 export type { BusStats } from './bus/bus'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official

@@ -58,6 +58,29 @@ t.test('every plugin\'s header is on the stream and on the 429 and 503 refusals 
   other.destroy()
 })
 
+t.test('rate-limit as a context hook (its one line): the early 503 carries x-ratelimit-* too, as the stream and the 429 do', async (t) => {
+  const app = Fastify({ logger: false })
+  await app.register(rateLimit, { global: false, max: 100, timeWindow: 60_000 })
+  // Runs before every route's own hooks, so before tower-sse's early check.
+  app.addHook('onRequest', app.rateLimit())
+  await app.register(towerSse, { maxClients: 2, maxClientsPerKey: 1, heartbeatMs: 60_000 })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const port = (app.server.address() as AddressInfo).port
+  const stream = await connect(port, '/api/events')
+  const perKey = await connect(port, '/api/events')
+  const other = await connect(port, '/api/events', {}, { localAddress: '127.0.0.2' })
+  const full = await connect(port, '/api/events', {}, { localAddress: '127.0.0.3' })
+  t.same([stream.status, perKey.status, other.status, full.status], [200, 429, 200, 503])
+  await full.ended
+  t.match(JSON.parse(full.body), { code: 'TOWER_SSE_CAPACITY' }, 'the early refusal')
+  for (const [name, c] of [['stream', stream], ['429', perKey], ['early 503', full]] as const) {
+    t.match(c.headers, { 'x-ratelimit-limit': '100', 'x-ratelimit-remaining': /^\d+$/ }, `${name}: rate-limit's headers`)
+  }
+  stream.destroy()
+  other.destroy()
+})
+
 if (canRunBrowserTests(t)) {
   t.test('Chromium: a page on another origin reads the stream with EventSource withCredentials', async (t) => {
     const page = http.createServer((_req, res) => {

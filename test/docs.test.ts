@@ -97,11 +97,14 @@ t.test('the README is the short one, and its quick start registers the plugin as
 t.test('the README\'s "Use it in your app" example type-checks (strict) and runs: 401 for anyone else, per-user topics, CORS', async (t) => {
   const { tokens } = await readPage(README)
   const start = tokens.findIndex((token, i) => token.type === 'heading_open' && tokens[i + 1].content === 'Use it in your app')
-  const code = tokens.slice(start).find((token) => token.type === 'fence')?.content ?? ''
+  // The app, then testing it with tower-sse/testing: one program.
+  const [appCode, testing] = tokens.slice(start).filter((token) => token.type === 'fence').slice(0, 2).map((token) => token.content)
+  const code = `${appCode}${testing}`
   t.match(code, /eventStream: true/)
+  t.match(testing, /injectStream/)
   const dir = path.join(ROOT, 'test-artifacts')
   mkdirSync(dir, { recursive: true })
-  const source = code.replace("from 'tower-sse'", "from '../lib'")
+  const source = code.replace("from 'tower-sse'", "from '../lib'").replace("from 'tower-sse/testing'", "from '../lib/testing'")
   // As written (top-level await: an ES module), strict.
   const checked = path.join(dir, 'readme-app-check.ts')
   writeFileSync(checked, source)
@@ -116,12 +119,14 @@ t.test('the README\'s "Use it in your app" example type-checks (strict) and runs
   const imports = lines.filter((line) => line.startsWith('import '))
   const body = lines.filter((line) => !line.startsWith('import '))
   const runnable = path.join(dir, 'readme-app-run.ts')
-  writeFileSync(runnable, `${imports.join('\n')}\nexport async function run () {\n${body.join('\n')}\nreturn app\n}\n`)
-  const { run } = require(runnable) as { run: () => Promise<import('fastify').FastifyInstance> }
-  const app = await run()
+  writeFileSync(runnable, `${imports.join('\n')}\nexport async function run () {\n${body.join('\n')}\nreturn { app, event }\n}\n`)
+  const { run } = require(runnable) as { run: () => Promise<{ app: import('fastify').FastifyInstance, event: { data: string } }> }
+  const { app, event } = await run()
   t.teardown(() => app.close())
   const port = (app.server.address() as import('node:net').AddressInfo).port
   const anonymous = await connect(port, '/api/me/events')
+  t.equal(event.data, 'for alice', 'the README\'s injectStream read her event')
+  t.same([app.sse.stats().accepted, app.sse.size], [1, 0], 'and its close() freed the slot')
   t.equal(anonymous.status, 401, 'the app\'s own 401')
   const alice = await connect(port, '/api/me/events', { authorization: 'Bearer alice-token', origin: 'https://app.example' })
   t.equal(alice.status, 200)

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
-import towerSse, { topicsFromQuery, type TowerSseOptions } from '../lib'
+import towerSse, { sseOf, topicsFromQuery, type TowerSseOptions } from '../lib'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { rawExchange } from './fixtures/raw-http'
 
@@ -289,4 +289,18 @@ t.test('headers set by the app reach the stream, the HEAD answer and the 503 ref
   t.match(head.text(), /^HTTP\/1\.1 200 OK\r\n/)
   t.match(head.text(), /\r\nset-cookie: seen=1; Path=\/; HttpOnly\r\n[\s\S]*\r\nx-from-handler: yes\r\n/i)
   stream.destroy()
+})
+
+t.test('sseOf(fastify): the hub where tower-sse is registered and below; TOWER_SSE_NOT_REGISTERED elsewhere', async (t) => {
+  const app = Fastify({ logger: false })
+  let scoped: unknown
+  let below: unknown
+  await app.register(async (scope) => {
+    await scope.register(towerSse, { path: '/events' })
+    scoped = sseOf(scope)
+    await scope.register(async (child) => { below = sseOf(child) })
+  })
+  t.teardown(() => app.close())
+  t.ok(scoped !== undefined && below === scoped, 'the scope and a context below share its hub')
+  t.throws(() => sseOf(app), { code: 'TOWER_SSE_NOT_REGISTERED', message: /not registered in this context or above/ })
 })

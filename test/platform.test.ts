@@ -7,7 +7,7 @@ import http2 from 'node:http2'
 import type { AddressInfo, Socket } from 'node:net'
 import t from 'tap'
 import Fastify from 'fastify'
-import { answers503OnClosing, bodySocket, fastifyState, hasLeft, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
+import { answers503OnClosing, bodySocket, fastifyState, FindMyWay, hasLeft, routerRules, isHttp2, isPipelinedBehind, needsDrain, unsentBytes } from '../lib/platform/internals'
 import { takeOverClosingRequests } from '../lib/platform/request-takeover'
 import { endAndClose, openUntilClose } from '../lib/platform/server-closes-first'
 import { request } from './fixtures/tower'
@@ -35,6 +35,16 @@ t.test('Fastify keeps return503OnClosing under Symbol(fastify.options), default 
   let inPlugin: boolean | undefined
   await child.register(async (scope) => { inPlugin = answers503OnClosing(scope) })
   t.equal(inPlugin, false, 'read the same from an encapsulated plugin')
+})
+
+t.test('Fastify keeps its router rules under Symbol(fastify.options).routerOptions; its own find-my-way matches by them', async (t) => {
+  const app = Fastify({ routerOptions: { ignoreTrailingSlash: true, caseSensitive: false, maxParamLength: 50 } })
+  const rules = routerRules(app)
+  t.match(rules, { ignoreTrailingSlash: true, caseSensitive: false, maxParamLength: 50, ignoreDuplicateSlashes: false })
+  const router = FindMyWay(rules)
+  router.on('GET', '/u/:id/events', () => {})
+  t.ok(router.find('GET', '/U/42/Events/'), 'a trailing slash and another case match as Fastify\'s rules say')
+  t.equal(router.find('GET', '/u/42/profile'), null)
 })
 
 t.test('Node HTTP/1: a request pipelined behind another has no socket until its turn', async (t) => {
@@ -168,10 +178,12 @@ t.test('Fastify answers through its server\'s request listeners: the takeover sw
   await app.listen({ host: '127.0.0.1', port: 0 })
   const fastifyListeners = app.server.listeners('request')
   t.equal(fastifyListeners.length, 1, 'Fastify serves through one request listener on its server')
-  takeOverClosingRequests(app, '/events', (res) => {
+  const addRoute = takeOverClosingRequests(app, (res) => {
     res.writeHead(503, { 'x-refused-by': 'tower-sse' })
     res.end()
   })
+  t.ok(addRoute, 'a Fastify it knows: taken over')
+  addRoute?.(['GET'], '/events', undefined)
   t.not(app.server.listeners('request')[0], fastifyListeners[0], 'the listener is swapped')
   const port = (app.server.address() as AddressInfo).port
   t.equal((await request(port, 'GET', '/events')).body, 'a stream', 'not closing: Fastify routes the stream path as before')

@@ -9,7 +9,7 @@ import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 /** One raw request on its own socket: what came back, and whether the server's FIN came first. */
-function rawRequest (port: number, path = '/api/events', method = 'GET'): Promise<{ text: string, serverClosedFirst: boolean }> {
+function rawRequest (port: number, path = '/api/events', method = 'GET', host = 'localhost'): Promise<{ text: string, serverClosedFirst: boolean }> {
   return new Promise((resolve, reject) => {
     // allowHalfOpen: our side stays open after the server's FIN, so 'end' can only be theirs.
     const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true })
@@ -23,7 +23,7 @@ function rawRequest (port: number, path = '/api/events', method = 'GET'): Promis
     })
     socket.once('close', () => resolve({ text, serverClosedFirst }))
     socket.once('error', reject)
-    socket.write(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\n${method === 'POST' ? 'Content-Length: 0\r\n' : ''}\r\n`)
+    socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\n${method === 'POST' ? 'Content-Length: 0\r\n' : ''}\r\n`)
   })
 }
 
@@ -41,10 +41,11 @@ function parseResponse (text: string): { status: number, headers: Record<string,
  * An app with the plugin and, registered after it, a preClose hook that keeps close() in progress
  * until `release()`: requests made in between meet a closing server, whatever the machine's speed.
  */
-async function appHeldInClose (): Promise<{ app: FastifyInstance, port: number, closeStarted: Promise<void>, release: () => void }> {
+async function appHeldInClose (routes?: (app: FastifyInstance) => Promise<void>): Promise<{ app: FastifyInstance, port: number, closeStarted: Promise<void>, release: () => void }> {
   const app = Fastify({ logger: false })
   await app.register(towerSse, { retryAfterSeconds: 5, maxRetryAfterSeconds: 60 })
   app.get('/other', async () => 'ok')
+  await routes?.(app)
   let release: () => void = () => {}
   const released = new Promise<void>((resolve) => { release = resolve })
   let started: () => void = () => {}
@@ -129,6 +130,40 @@ t.test('during close(), HEAD and POST on the stream path get Fastify\'s answer a
     t.equal(response.headers['retry-after'], undefined, `${method}: without the plugin's Retry-After`)
   }
   t.equal(app.sse.stats().rejected, 0, 'no refusal counted')
+})
+
+t.test('during close(), the app\'s own stream routes (prefix, parameters, constraints) get the plugin\'s refusal too', async (t) => {
+  const { app, port, closeStarted, release } = await appHeldInClose(async (app) => {
+    await app.register(async (scope) => {
+      scope.get('/u/:id/events', { eventStream: true, onRequest: async () => {} }, (_request, reply) => reply.eventStream.subscribe())
+      scope.post('/u/:id/feed', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe())
+      scope.get('/u/:id/profile', async () => 'not a stream')
+      scope.get('/local/events', { eventStream: true, constraints: { host: 'streams.local' } }, (_request, reply) => reply.eventStream.subscribe())
+    }, { prefix: '/v1' })
+  })
+  const closed = app.close()
+  await closeStarted
+  const responses = new Map<string, ReturnType<typeof parseResponse>>()
+  const requests = [
+    ['GET', '/v1/u/42/events?topics=a'], ['POST', '/v1/u/7/feed'], ['GET', '/v1/u/42/profile'], ['GET', '/u/42/events'],
+    ['GET', '/v1/local/events'], ['GET', '/v1/local/events', 'streams.local']
+  ]
+  for (const [method, url, host] of requests) {
+    responses.set(`${method} ${host ?? ''}${url}`, parseResponse((await rawRequest(port, url, method, host)).text))
+  }
+  release()
+  await closed
+  const refusals = [...responses].map(([request, { status, headers, body }]) =>
+    [request, status, headers['retry-after'] === undefined ? 'Fastify' : (JSON.parse(body) as { code: string }).code])
+  t.same(refusals, [
+    ['GET /v1/u/42/events?topics=a', 503, 'TOWER_SSE_CLOSING'],
+    ['POST /v1/u/7/feed', 503, 'TOWER_SSE_CLOSING'],
+    ['GET /v1/u/42/profile', 503, 'Fastify'],
+    ['GET /u/42/events', 503, 'Fastify'],
+    ['GET /v1/local/events', 503, 'Fastify'],
+    ['GET streams.local/v1/local/events', 503, 'TOWER_SSE_CLOSING']
+  ], 'the stream routes as Fastify routes them: prefix, parameters, method, host constraint')
+  t.equal(app.sse.stats().refusals.closing, 3, 'each counted as a closing refusal')
 })
 
 t.test('an app that never calls close() still exits: the plugin\'s timers do not hold the process', async (t) => {

@@ -1,7 +1,9 @@
 import type { ServerResponse } from 'node:http'
 import { Socket } from 'node:net'
 import type { Http2ServerResponse } from 'node:http2'
+import { createRequire } from 'node:module'
 import type { FastifyInstance } from 'fastify'
+import type FindMyWayRouter from 'find-my-way'
 
 /**
  * Every Fastify or Node internal tower-sse relies on, behind one door. Each is pinned by
@@ -33,6 +35,28 @@ export function fastifyState (fastify: FastifyInstance): { closing?: boolean } |
  */
 export function answers503OnClosing (fastify: FastifyInstance): boolean {
   return fastifyInternal<{ return503OnClosing?: boolean }>(fastify, 'fastify.options')?.return503OnClosing !== false
+}
+
+/**
+ * Fastify's own router, find-my-way, loaded from fastify's dependencies (a plugin user installs
+ * nothing more): matching a URL by the rules of the very version Fastify routes with.
+ */
+export const FindMyWay = createRequire(require.resolve('fastify'))('find-my-way') as typeof FindMyWayRouter
+
+/** The matching rules of a router, as find-my-way takes them. */
+export type RouterRules = Pick<FindMyWayRouter.Config<FindMyWayRouter.HTTPVersion.V1>,
+  'ignoreTrailingSlash' | 'ignoreDuplicateSlashes' | 'caseSensitive' | 'maxParamLength' | 'allowUnsafeRegex' | 'constraints'> & { useSemicolonDelimiter?: boolean }
+
+/**
+ * The rules Fastify's router matches URLs by (trailing and duplicate slashes, case, parameter
+ * length, constraint strategies given to Fastify()): the `routerOptions` of the options under
+ * `Symbol('fastify.options')`; undefined when this Fastify keeps them elsewhere.
+ */
+export function routerRules (fastify: FastifyInstance): RouterRules | undefined {
+  const options = fastifyInternal<{ routerOptions?: RouterRules }>(fastify, 'fastify.options')?.routerOptions
+  if (options === undefined) return undefined
+  const { ignoreTrailingSlash, ignoreDuplicateSlashes, caseSensitive, maxParamLength, allowUnsafeRegex, useSemicolonDelimiter, constraints } = options
+  return { ignoreTrailingSlash, ignoreDuplicateSlashes, caseSensitive, maxParamLength, allowUnsafeRegex, useSemicolonDelimiter, constraints }
 }
 
 /**

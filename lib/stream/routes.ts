@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import { UNDER_PRESSURE_ROUTE_CONFIG } from '../admission/under-pressure'
 import { TowerSseOptionError } from '../errors'
 import type { NormalizedOptions } from '../options'
+import type { TakeOverRoute } from '../platform/request-takeover'
 import type { StreamOpener, StreamRouteOptions, SubscribeOptions } from './open'
 
 /** `reply.eventStream` on a stream route. */
@@ -28,14 +29,16 @@ const ROUTE_HOOKS = ['keyFn', 'topicsFromRequest', 'initialEvent'] as const
  * A stream route gets `onRequest` hooks ahead of its own: `guards` first (a per-request check
  * every stream route must pass, such as a Host/Origin guard), then admission's cheap early check.
  * `owns(instance)` says whether a route's context belongs to this registration: one registered
- * deeper down owns the routes there.
+ * deeper down owns the routes there. `closing` (when Fastify answers requests itself during close)
+ * learns each stream route, so that it gets the plugin's refusal then.
  */
 export function addStreamRoutes (
   fastify: FastifyInstance,
   opener: StreamOpener,
   options: NormalizedOptions,
   early: readonly onRequestHookHandler[],
-  owns: (instance: FastifyInstance) => boolean
+  owns: (instance: FastifyInstance) => boolean,
+  closing: TakeOverRoute | null
 ): void {
   fastify.decorateReply('eventStream', {
     getter (this: FastifyReply): EventStreamReply {
@@ -50,6 +53,7 @@ export function addStreamRoutes (
     route.onRequest = [...early, ...own]
     // under-pressure's per-route handler first (the app's own config wins): admission answers pressure itself.
     route.config = { ...UNDER_PRESSURE_ROUTE_CONFIG, ...route.config, [ROUTE_SETTINGS]: settings } as RouteOptions['config']
+    closing?.(Array.isArray(route.method) ? route.method : [route.method], route.url, route.constraints)
   })
   if (options.path === false) return
   fastify.route({

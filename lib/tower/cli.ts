@@ -7,6 +7,7 @@ import { describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usag
 import { chooseLogFormat, loadPinoPretty, towerLogger } from './logging'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
 import { redactRedisUrl } from '../internal'
+import { sseOf } from '..'
 
 // close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose
 // hooks; past drainMs plus this, a close that hangs is cut short.
@@ -33,7 +34,7 @@ function closeOnSignal (app: FastifyInstance, drainMs: number): void {
   const deadlineMs = drainMs + CLOSE_MARGIN_MS
   const onSignal = (signal: NodeJS.Signals): void => {
     setTimeout(() => fail(`close did not finish within ${deadlineMs} ms after ${signal}; exiting`), deadlineMs).unref()
-    const open = app.sse.size
+    const open = sseOf(app).size
     app.log.info(`tower: ${signal}: ending ${open} open stream${open === 1 ? '' : 's'} and stopping`)
     // Nothing else holds the event loop once closed, so the process then exits with code 0 —
     // but a worker's IPC channel to the cluster primary does: let it go once the close is done.

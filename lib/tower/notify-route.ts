@@ -1,6 +1,6 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
 import { IDEMPOTENCY_KEY } from '../internal'
-import { topicProblem } from '..'
+import { sseOf, topicProblem } from '..'
 import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'
 
@@ -93,7 +93,7 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
     // encodes the event: the notification's id is its SSE `id:` on every instance. The workspace
     // becomes the plugin's topic here and nowhere else.
     try {
-      return await fastify.sse.broadcast(request.body, { topic: workspace, idProperty: 'id', idempotencyKey })
+      return await sseOf(fastify).broadcast(request.body, { topic: workspace, idProperty: 'id', idempotencyKey })
     } catch (error) {
       // Not published (or, TOWER_SSE_PUBLISH_UNKNOWN, perhaps published): nothing is queued, so the
       // producer may post it again later, with the same Idempotency-Key to make it land once.

@@ -1,4 +1,5 @@
 import type { FastifyPluginCallback } from 'fastify'
+import { sseOf } from '..'
 import { TOWER_ROUTES } from './routes'
 
 /**
@@ -9,7 +10,7 @@ import { TOWER_ROUTES } from './routes'
  */
 export const readyRoute: FastifyPluginCallback = (fastify, _options, done) => {
   fastify.get(TOWER_ROUTES.ready, async (_request, reply) => {
-    const bus = fastify.sse.stats().bus.state
+    const bus = sseOf(fastify).stats().bus.state
     void reply.header('cache-control', 'no-store').code(bus === 'up' ? 200 : 503)
     return { ready: bus === 'up', bus }
   })

@@ -1,6 +1,6 @@
 import type { FastifyPluginCallback } from 'fastify'
 import { StatsWindow, type WindowSnapshot } from './stats-window'
-import type { SseStats } from '..'
+import { sseOf, type SseStats } from '..'
 import type { RandomSource } from '../internal'
 import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
@@ -29,8 +29,8 @@ const LIST_TIMEOUT_MS = 500
  * sampled once a second by one unref'd timer that onClose clears.
  */
 export const statsRoute: FastifyPluginCallback<StatsRouteOptions> = (fastify, options, done) => {
-  const recent = new StatsWindow(() => fastify.sse.stats())
-  const board = options.redis === undefined ? null : new InstanceBoard(options.redis, options.redisKey, () => fastify.sse.stats(), options.random)
+  const recent = new StatsWindow(() => sseOf(fastify).stats())
+  const board = options.redis === undefined ? null : new InstanceBoard(options.redis, options.redisKey, () => sseOf(fastify).stats(), options.random)
   const timer = setInterval(() => {
     recent.sample()
     board?.report().catch(() => undefined)
@@ -43,7 +43,7 @@ export const statsRoute: FastifyPluginCallback<StatsRouteOptions> = (fastify, op
 
   fastify.get<{ Reply: TowerStats }>(TOWER_ROUTES.stats, async (_request, reply) => {
     void reply.header('cache-control', 'no-store')
-    const stats: TowerStats = { ...fastify.sse.stats(), ...recent.snapshot() }
+    const stats: TowerStats = { ...sseOf(fastify).stats(), ...recent.snapshot() }
     if (board !== null) {
       const listed = await withTimeout(board.list(), LIST_TIMEOUT_MS)
       if (listed === undefined) stats.instancesUnavailable = true
