@@ -76,6 +76,10 @@ export const BusStartError = createError<[string, string]>(
 export const BroadcastIdempotencyKeyError = createError<[string]>('TOWER_SSE_BAD_IDEMPOTENCY_KEY',
   'tower-sse: broadcast idempotencyKey must be 1-128 characters of A-Z a-z 0-9 _ . : + / = -, got %s', 500, TypeError)
 
+/** broadcast()'s idempotencyKey was used, in its scope and window, for another body: nothing is published. */
+export const IdempotencyConflictError = createError<[string]>('TOWER_SSE_IDEMPOTENCY_CONFLICT',
+  'tower-sse: idempotencyKey %s was already used for a different event (data, event, topic or idProperty); nothing was published', 409)
+
 /** broadcast()'s idProperty is not an identifier, or the data cannot carry it. */
 export const BroadcastIdPropertyError = createError<[string]>('TOWER_SSE_BAD_ID_PROPERTY', 'tower-sse: broadcast idProperty %s', 500, TypeError)
 

@@ -117,7 +117,7 @@ export type { StreamGuardOptions } from './admission/request-guard'
 export {
   errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, TopicError, TopicForbiddenError, BroadcastIdPropertyError,
   EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, AlreadyRegisteredError, NotRegisteredError,
+  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, IdempotencyConflictError, AlreadyRegisteredError, NotRegisteredError,
   HostNotAllowedError, OriginNotAllowedError
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'

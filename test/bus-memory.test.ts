@@ -1,11 +1,12 @@
 import t from 'tap'
 import { DEFAULTS } from '../lib'
 import { MemoryBus } from '../lib/bus/memory'
-import { busContract } from './fixtures/bus-contract'
+import { broadcastIdempotency, busContract } from './fixtures/bus-contract'
 import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 busContract(t, async () => new MemoryBus(DEFAULTS.idempotencyWindowMs))
+broadcastIdempotency(t, () => startApp())
 
 t.test('memory bus: frames are written inside broadcast()', async (t) => {
   const { app, port } = await startApp()

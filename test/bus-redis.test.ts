@@ -3,7 +3,7 @@ import { Redis } from 'ioredis'
 import { RedisBus, type RedisBusOptions } from '../lib/bus/redis/redis-bus'
 import { DEFAULTS } from '../lib/options'
 import type { TowerSseOptions } from '../lib'
-import { busContract } from './fixtures/bus-contract'
+import { broadcastIdempotency, busContract } from './fixtures/bus-contract'
 import { queryTopicsOrAll, startApp, type TestApp } from './fixtures/app'
 import { received } from './fixtures/bus-instances'
 import { startRedis, type RedisServer } from '../benchmarks/lib/redis-server'
@@ -38,6 +38,7 @@ function bus (key = freshKey(), options: Partial<RedisBusOptions> = {}): RedisBu
 }
 
 busContract(t, async () => bus())
+broadcastIdempotency(t, () => startApp({ redis: redis.url, redisKey: freshKey() }))
 
 t.test('two instances on one Redis: a broadcast on A reaches the streams of B; a client resumes on B from an id A gave', async (t) => {
   const key = freshKey()

@@ -40,6 +40,29 @@ t.test('Idempotency-Key: a retried notify lands once and answers the first id; a
   }
 })
 
+t.test('Idempotency-Key is the producer\'s: another producer\'s same key publishes; the same key with another body is a 409 naming it', async (t) => {
+  const secret = 'producer-token-1'
+  const withToken = await startTower({ redis: redis.url, redisKey: 'k3' }, { token: secret })
+  t.teardown(() => withToken.app.close())
+  const open = await startTower({ redis: redis.url, redisKey: 'k3' })
+  t.teardown(() => open.app.close())
+  const auth = { authorization: `Bearer ${secret}`, 'idempotency-key': 'ci-build-42' }
+  const mine = await notify(withToken.port, { ...note, title: 'Build FAILED' }, undefined, auth)
+  const theirs = await notify(open.port, { ...note, title: 'Build passed' }, undefined, { 'idempotency-key': 'ci-build-42' })
+  t.equal(mine.status, 200)
+  t.equal(theirs.status, 200)
+  t.not(JSON.parse(theirs.body).id, JSON.parse(mine.body).id, 'both published: the key is scoped to its producer')
+
+  const again = await notify(withToken.port, { ...note, title: 'Build FAILED' }, undefined, auth)
+  t.same(JSON.parse(again.body), { id: JSON.parse(mine.body).id, delivered: 0 }, 'the same key and body answers the first id')
+  const other = await notify(withToken.port, { ...note, title: 'Build FAILED twice' }, undefined, auth)
+  t.equal(other.status, 409)
+  t.match(JSON.parse(other.body), { code: 'TOWER_SSE_IDEMPOTENCY_CONFLICT', message: /idempotencyKey "ci-build-42" was already used for a different event/ })
+  const keys = await redis.command('KEYS', 'k3:idem:*') as string[]
+  t.equal(keys.length, 2, 'one stored key per producer')
+  t.notOk(keys.some((key) => key.includes(secret)), 'the token is never stored, only its hash')
+})
+
 t.test('Redis stalled: notify answers 503 + Retry-After, and the stats route answers with the bus down', async (t) => {
   const stalled = await startRedis()
   t.teardown(() => stalled.stop())

@@ -20,9 +20,15 @@ export interface BusMessage {
   readonly idProperty?: string
   /**
    * A retry of a publish with the same key, within the bus's idempotency window, lands no second
-   * event: it resolves with the first publish's id (and `delivered` 0).
+   * event: it resolves with the first publish's id (and `delivered` 0). The key is already scoped
+   * to its producer (the registry prefixes it); the bus treats it as opaque.
    */
   readonly idempotencyKey?: string
+  /**
+   * The hash of what is published, stored with the key (set with it): a retry with the key and
+   * another hash rejects with IdempotencyConflictError instead of answering the first id.
+   */
+  readonly idempotencyHash?: string
 }
 
 /** One event as delivered: the message plus the position and id the bus gave it. */

@@ -1,5 +1,5 @@
 import { formatEventId, newEpoch, type EventPosition } from './event-id'
-import { BusClosedError } from '../errors'
+import { BusClosedError, IdempotencyConflictError } from '../errors'
 import { monotonicNow } from '../shared/monotonic'
 import type { Bus, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
 
@@ -18,8 +18,8 @@ export class MemoryBus implements Bus {
   private seq = 0
   private deliver: Deliver = NOT_SUBSCRIBED
   private closed = false
-  /** Idempotency key → the id its first publish got and when; in insertion (= time) order. */
-  private readonly keys = new Map<string, { id: string, at: number }>()
+  /** Idempotency key → the id its first publish got, its event's hash and when; in insertion (= time) order. */
+  private readonly keys = new Map<string, { id: string, hash: string | undefined, at: number }>()
 
   /** `now`: the monotonic clock the idempotency window is measured on. */
   constructor (private readonly idempotencyWindowMs: number, private readonly now: () => number = monotonicNow) {
@@ -34,29 +34,30 @@ export class MemoryBus implements Bus {
 
   publish (message: BusMessage): Promise<Published> {
     if (this.closed) return Promise.reject(new BusClosedError())
-    const { idempotencyKey } = message
+    const { idempotencyKey, idempotencyHash } = message
     if (idempotencyKey !== undefined) {
       const first = this.firstPublish(idempotencyKey)
-      if (first !== undefined) return Promise.resolve({ id: first, delivered: 0 })
+      if (first !== undefined && first.hash !== idempotencyHash) return Promise.reject(new IdempotencyConflictError(idempotencyKey))
+      if (first !== undefined) return Promise.resolve({ id: first.id, delivered: 0 })
     }
     const position: EventPosition = { epoch: this.epoch, major: ++this.seq, minor: null }
     const id = formatEventId(position)
     if (idempotencyKey !== undefined) {
       if (this.keys.size >= MAX_IDEMPOTENCY_KEYS) this.keys.delete(this.keys.keys().next().value as string)
-      this.keys.set(idempotencyKey, { id, at: this.now() })
+      this.keys.set(idempotencyKey, { id, hash: idempotencyHash, at: this.now() })
     }
     const delivered = this.deliver({ ...message, position, id })
     return Promise.resolve({ id, delivered })
   }
 
-  /** The id of the key's publish within the window, forgetting the keys that are past it. */
-  private firstPublish (key: string): string | undefined {
+  /** The key's publish within the window, forgetting the keys that are past it. */
+  private firstPublish (key: string): { id: string, hash: string | undefined } | undefined {
     const since = this.now() - this.idempotencyWindowMs
     for (const [oldest, { at }] of this.keys) {
       if (at > since) break
       this.keys.delete(oldest)
     }
-    return this.keys.get(key)?.id
+    return this.keys.get(key)
   }
 
   async read (after: EventPosition): Promise<BusRead> {

@@ -1,9 +1,10 @@
+import { createHash } from 'node:crypto'
 import type { Bus, BusEvent, Published } from '../bus/bus'
 import { APP_CLOSE_REASONS, type AppCloseReason, type CloseReason, type StreamGauges } from '../observe/vocabulary'
 import type { StreamStats } from '../observe/stats'
 import type { Subscriber } from './subscriber'
 import { checkField, dataText, encodeEvent, encodeText, HEARTBEAT_FRAME } from '../events/encoder'
-import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, RegistryFullError } from '../errors'
+import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, IdempotencyConflictError, RegistryFullError } from '../errors'
 import { formatEventId, type EventPosition, type ParsedEventId } from '../bus/event-id'
 import { History, type HistoryEntry } from '../events/history'
 import type { RandomSource } from '../shared/jitter'
@@ -34,8 +35,14 @@ export interface BroadcastOptions {
   /**
    * A retry with the same key within idempotencyWindowMs publishes nothing new and resolves with
    * the first publish's id: retrying after TOWER_SSE_PUBLISH_UNKNOWN (or any 503) is then safe.
+   * The same key with another event rejects with TOWER_SSE_IDEMPOTENCY_CONFLICT.
    */
   idempotencyKey?: string
+  /**
+   * Whose key it is (a producer's name, or a hash of its credential): keys of different scopes
+   * never collide. Stored hashed, never as given.
+   */
+  idempotencyScope?: string
 }
 
 /** One stream (by its id, as iteration and initialEvent show it) or every stream of one key (all tabs of one user). */
@@ -174,7 +181,7 @@ export class SseRegistry {
    * streams of this instance it was queued for (memory bus: already resolved, frames written).
    */
   broadcast (data: unknown, options: BroadcastOptions = {}): Promise<BroadcastResult> {
-    const { event, topic, idProperty, idempotencyKey } = options
+    const { event, topic, idProperty, idempotencyKey, idempotencyScope } = options
     try {
       if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
         throw new BroadcastIdempotencyKeyError(JSON.stringify(idempotencyKey))
@@ -183,13 +190,22 @@ export class SseRegistry {
       if (event !== undefined) checkField('event', event)
       const text = dataText(data)
       if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
-      return this.bus.publish({ data: text, event, topic, idProperty, idempotencyKey }).then((published) => {
-        this.stats.broadcast()
-        return published
+      if (idempotencyKey === undefined) {
+        return this.bus.publish({ data: text, event, topic, idProperty }).then((published) => this.published(published))
+      }
+      const message = { data: text, event, topic, idProperty, ...scopedIdempotency(idempotencyKey, idempotencyScope, [text, event, topic, idProperty]) }
+      return this.bus.publish(message).then((published) => this.published(published), (error: unknown) => {
+        // The bus names the scoped key; the caller knows only its own.
+        throw error instanceof IdempotencyConflictError ? new IdempotencyConflictError(JSON.stringify(idempotencyKey)) : error
       })
     } catch (error) {
       return Promise.reject(error)
     }
+  }
+
+  private published (published: Published): Published {
+    this.stats.broadcast()
+    return published
   }
 
   /**
@@ -350,6 +366,21 @@ export class SseRegistry {
     this.cancelSweep = null
     this.resumes.close()
     await this.bus.close()
+  }
+}
+
+function sha256Hex (text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 32)
+}
+
+/**
+ * The key as the bus stores it and the hash of the event it stands for. A scope is hashed and set
+ * apart by `#`, which no key holds, so no two (scope, key) pairs share a stored key.
+ */
+function scopedIdempotency (key: string, scope: string | undefined, event: unknown[]): { idempotencyKey: string, idempotencyHash: string } {
+  return {
+    idempotencyKey: scope === undefined ? key : `${sha256Hex(scope)}#${key}`,
+    idempotencyHash: sha256Hex(JSON.stringify(event))
   }
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Registry } from 'prom-client'
 import { TowerMetricsUnavailableError } from './errors'
@@ -103,7 +104,9 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
     const { metricsRoute } = require('./metrics-route') as typeof import('./metrics-route')
     void app.register(metricsRoute, { registry: metrics })
   }
-  void app.register(notifyRoute)
+  // Keys are the token holder's: another producer's same key does not collide with them.
+  const scope = options.token === undefined ? 'tower:no-token' : `tower:${createHash('sha256').update(options.token).digest('hex')}`
+  void app.register(notifyRoute, { scope })
   void app.register(readyRoute)
   const redis = options.sse?.redis
   void app.register(statsRoute, {

@@ -71,12 +71,17 @@ function isBusDown (error: unknown): boolean {
   return RETRYABLE.has((error as { code?: unknown } | null)?.code as string)
 }
 
+export interface NotifyRouteOptions {
+  /** Whose Idempotency-Keys these are: a hash of the notify token (never the token), or a fixed name without one. */
+  scope: string
+}
+
 /**
  * POST /api/notify: validates one notification and broadcasts it to every open stream as one
  * SSE message. Types are not coerced and unknown properties are refused, not dropped: that is
  * configured on Tower's ajv (see app.ts). An `Idempotency-Key` header makes a retry land once.
  */
-export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
+export const notifyRoute: FastifyPluginCallback<NotifyRouteOptions> = (fastify, options, done) => {
   fastify.post<{ Body: Notification, Reply: NotifyReply }>(TOWER_ROUTES.notify, {
     bodyLimit: BODY_LIMIT_BYTES,
     schema: { body: bodySchema },
@@ -93,7 +98,7 @@ export const notifyRoute: FastifyPluginCallback = (fastify, _options, done) => {
     // encodes the event: the notification's id is its SSE `id:` on every instance. The workspace
     // becomes the plugin's topic here and nowhere else.
     try {
-      return await sseOf(fastify).broadcast(request.body, { topic: workspace, idProperty: 'id', idempotencyKey })
+      return await sseOf(fastify).broadcast(request.body, { topic: workspace, idProperty: 'id', idempotencyKey, idempotencyScope: options.scope })
     } catch (error) {
       // Not published (or, TOWER_SSE_PUBLISH_UNKNOWN, perhaps published): nothing is queued, so the
       // producer may post it again later, with the same Idempotency-Key to make it land once.

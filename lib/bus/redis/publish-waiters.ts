@@ -1,10 +1,10 @@
 import { comparePositions, formatEventId, type EventPosition } from '../event-id'
-import { BusClosedError, BusUnavailableError, PublishOutcomeUnknownError } from '../../errors'
+import { BusClosedError, BusUnavailableError, IdempotencyConflictError, PublishOutcomeUnknownError } from '../../errors'
 import type { Published } from '../bus'
 import { positionOf } from './entry-codec'
 
-/** What the script answered a publish: too late (nothing written), the idempotency key's first publish, or published. */
-export type PublishReply = [kind: 'late'] | [kind: 'dup', id: string] | [kind: 'ok', epoch: string, id: string, seq: string]
+/** What the script answered a publish: too late (nothing written), the idempotency key's first publish, its key used for another event, or published. */
+export type PublishReply = [kind: 'late'] | [kind: 'dup', id: string] | [kind: 'conflict'] | [kind: 'ok', epoch: string, id: string, seq: string]
 
 interface Waiter {
   resolve: (published: Published) => void
@@ -22,6 +22,8 @@ type End =
   | { kind: 'passed', id?: string }
   /** The idempotency key's first publish has `id`. */
   | { kind: 'duplicate', id: string }
+  /** The idempotency key's first publish was another event: nothing written. */
+  | { kind: 'conflict' }
   /** The script ran past the publish's deadline and wrote nothing. */
   | { kind: 'late' }
   /** Redis answered with an error: the script did not publish. */
@@ -68,7 +70,7 @@ export class PublishWaiters {
       waiter.position = positionOf(reply[1], reply[2])
       return
     }
-    this.settle(token, waiter, reply[0] === 'dup' ? { kind: 'duplicate', id: reply[1] } : { kind: 'late' })
+    this.settle(token, waiter, reply[0] === 'dup' ? { kind: 'duplicate', id: reply[1] } : { kind: reply[0] })
   }
 
   /** The script call for publish `token` failed: an error Redis sent means it did not publish; a lost connection leaves it unknown. */
@@ -117,6 +119,8 @@ export class PublishWaiters {
       case 'delivered': return waiter.resolve({ id: end.id, delivered: end.count })
       case 'passed': return waiter.resolve({ id: end.id ?? formatEventId(waiter.position as EventPosition), delivered: 0 })
       case 'duplicate': return waiter.resolve({ id: end.id, delivered: 0 })
+      // The registry names the caller's key; the scoped one is not the caller's to see.
+      case 'conflict': return waiter.reject(new IdempotencyConflictError('of this publish'))
       case 'late': return waiter.reject(new BusUnavailableError('Redis ran the publish after its deadline and refused it'))
       case 'refused': return waiter.reject(new BusUnavailableError(end.message))
       case 'unknown': return waiter.reject(new PublishOutcomeUnknownError(this.timeoutMs))

@@ -191,7 +191,7 @@ export class RedisBus implements Bus {
     const deadline = Math.floor(this.now() + publishTimeoutMs - Math.min(DEADLINE_MARGIN_MS, publishTimeoutMs / 4) + facts.offsetMs)
     const key = message.idempotencyKey
     const idempotency = key === undefined ? this.metaKey : `${this.options.key}:idem:${key}`
-    this.run(this.publisher, 'pub', facts, idempotency, deadline, key === undefined ? '0' : '1', ...messageFields(message, token)).then(
+    this.run(this.publisher, 'pub', facts, idempotency, deadline, key === undefined ? '0' : (message.idempotencyHash ?? ''), ...messageFields(message, token)).then(
       (reply) => this.waiters.answered(token, reply as PublishReply),
       (error: Error) => this.waiters.failed(token, error))
     return published

@@ -16,9 +16,10 @@
  *
  * KEYS: stream, meta, idempotency key (the meta key again when unused).
  * ARGV: mode ('pub' | 'check' | 'rotate' | 'dry'), proposed epoch (for 'dry': the probe key), caller's run_id, lossless ('1'/'0'),
- *   MAXLEN (approximate), deadline in Redis ms ('0': none), idempotency ('1'/'0'), its TTL ms,
+ *   MAXLEN (approximate), deadline in Redis ms ('0': none), idempotency (the event's hash, '0': none), its TTL ms,
  *   the epoch to rotate away from, then the entry's field/value pairs.
  * Returns { 'late' } (past the deadline: nothing written), { 'dup', id } (the key's first publish),
+ * { 'conflict' } (the key's first publish had another hash: nothing written),
  * { 'ok', epoch, stream id, seq } (published), { 'meta', epoch, seq, marker id } (check, rotate),
  * or { 'dry', refused command… } (dry: changes nothing).
  */
@@ -48,9 +49,15 @@ if mode == 'pub' then
     local t = redis.call('TIME')
     if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > deadline then return { 'late' } end
   end
-  if ARGV[7] == '1' then
+  if ARGV[7] ~= '0' then
+    -- The key's value: the event's hash, a space, the first publish's id.
     local prior = redis.call('GET', KEYS[3])
-    if prior then return { 'dup', prior } end
+    if prior then
+      local space = string.find(prior, ' ', 1, true)
+      if not space then return { 'dup', prior } end
+      if string.sub(prior, 1, space - 1) ~= ARGV[7] then return { 'conflict' } end
+      return { 'dup', string.sub(prior, space + 1) }
+    end
   end
 end
 local function rotate (previous, previousSeq)
@@ -80,6 +87,6 @@ local seq = redis.call('HINCRBY', meta, 's', 1)
 local fields = { 'e', epoch, 'n', tostring(seq) }
 for i = 10, #ARGV do fields[#fields + 1] = ARGV[i] end
 local id = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[5], '*', unpack(fields))
-if ARGV[7] == '1' then redis.call('SET', KEYS[3], epoch .. '-' .. id, 'PX', ARGV[8]) end
+if ARGV[7] ~= '0' then redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. epoch .. '-' .. id, 'PX', ARGV[8]) end
 return { 'ok', epoch, id, tostring(seq) }
 `
