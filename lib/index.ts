@@ -122,6 +122,7 @@ export {
 } from './errors'
 export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
 export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
+export type { PerRequestStream } from './stream/per-request'
 export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
 export type { TopicsFromRequest, TopicsGranted, AllowTopic } from './stream/stream-request'
 export type { KeyFn } from './admission/request-key'

@@ -40,7 +40,9 @@ export const CLOSE_CAUSES = {
   revoked: 'revoked',
   logout: 'logout',
   /** Past the `expiresAt` its subscribe() was given (a token's `exp`). */
-  credentialsExpired: 'credentials-expired'
+  credentialsExpired: 'credentials-expired',
+  /** Its per-request stream (subscribe's `stream`) threw: logged, closed with a retry. */
+  streamFailed: 'stream-failed'
 } as const
 export type CloseReason = keyof typeof CLOSE_CAUSES
 export const CLOSE_REASONS = Object.keys(CLOSE_CAUSES) as CloseReason[]

@@ -9,6 +9,8 @@ export interface StreamSink {
   readonly writableLength: number
   /** Whether the transport's buffer is past its high-water mark (a backpressured stream). */
   readonly needsDrain: boolean
+  /** Calls `fn` once, at the transport's next `drain`. */
+  onceDrained: (fn: () => void) => void
 }
 
 /** Through the response: HTTP/2 streams, and any HTTP/1 response before its head is out. */
@@ -25,6 +27,10 @@ class ResponseSink implements StreamSink {
 
   get needsDrain (): boolean {
     return needsDrain(this.res)
+  }
+
+  onceDrained (fn: () => void): void {
+    this.res.once('drain', fn)
   }
 }
 
@@ -47,6 +53,10 @@ class SocketSink implements StreamSink {
 
   get needsDrain (): boolean {
     return this.socket.writableNeedDrain
+  }
+
+  onceDrained (fn: () => void): void {
+    this.socket.once('drain', fn)
   }
 }
 

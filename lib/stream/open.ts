@@ -14,6 +14,7 @@ import { Subscriber, STREAM_HEADERS, type Lifetime } from '../streams/subscriber
 import { lastEventIdOf, topicSet, type TopicsFromRequest, type TopicsGranted } from './stream-request'
 import type { WriteCoalescer } from '../streams/write-coalescer'
 import { withReplyHeaders } from '../shared/reply-headers'
+import { pumpStream, type PerRequestStream } from './per-request'
 
 const EMPTY = Buffer.alloc(0)
 
@@ -43,6 +44,14 @@ export interface SubscribeOptions {
    * has not ended it first. Its client reconnects and authenticates again.
    */
   expiresAt?: number
+  /**
+   * This connection's own events (an async generator, a Readable in object mode), each
+   * `{ data, event?, id? }`, sent to it only, the next one pulled once the previous fits its byte
+   * budget. The stream's end calls the iterator's return(); when the iterable ends, the stream
+   * stays open for broadcasts; a throw is logged and ends the stream with a `retry:`, counted as
+   * `streamFailed`. Not kept in history: a reconnect does not replay it (broadcast to a topic for that).
+   */
+  stream?: PerRequestStream
 }
 
 /** Everything a stream needs, resolved before any byte of it is written. */
@@ -96,8 +105,8 @@ export class StreamOpener {
       return failed(error)
     }
     // Settled with nothing (a reply is thenable: resolving with it would wait for the stream's end).
-    if (!isThenable(prepared)) return Promise.resolve(this.start(request, reply, prepared))
-    return Promise.resolve(prepared).then((ready) => this.start(request, reply, ready), failed)
+    if (!isThenable(prepared)) return Promise.resolve(this.start(request, reply, prepared, asked.stream))
+    return Promise.resolve(prepared).then((ready) => this.start(request, reply, ready, asked.stream), failed)
   }
 
   /**
@@ -105,7 +114,7 @@ export class StreamOpener {
    * The reply is hijacked on every path (a refusal held in the tarpit included), so Fastify
    * never answers it too.
    */
-  private start (request: FastifyRequest, reply: FastifyReply, { client, lastEventId, initialFrame }: Prepared): void {
+  private start (request: FastifyRequest, reply: FastifyReply, { client, lastEventId, initialFrame }: Prepared, stream: PerRequestStream | undefined): void {
     // Gone while the hooks or callbacks ran: its close already fired, so nothing would remove it.
     if (hasLeft(reply.raw)) {
       reply.hijack()
@@ -117,6 +126,7 @@ export class StreamOpener {
     client.open(withReplyHeaders(reply, STREAM_HEADERS), initialFrame.length === 0 ? answer.retryFrame : Buffer.concat([answer.retryFrame, initialFrame]))
     answer.opened()
     this.registry.add(client, lastEventId)
+    if (stream !== undefined) void pumpStream(client, stream, request.log, () => this.admission.retryFrame())
   }
 
   /** The stream's planned end: max age (jittered), or its credentials' expiry when that comes first. */

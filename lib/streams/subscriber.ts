@@ -50,6 +50,8 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   private flushedAtLastBeat = 0
   private unsentAtLastBeat = 0
   private expiryTimer: NodeJS.Timeout | undefined
+  /** Called once when the stream is over (a per-request stream's pump waits on it). */
+  private readonly onEnd: Array<() => void> = []
 
   constructor (
     readonly id: string,
@@ -156,6 +158,33 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.write(frame)
   }
 
+  get isOver (): boolean {
+    return this.finished
+  }
+
+  /** Calls `fn` once the stream is over, however it ends (at once if it already is). */
+  whenOver (fn: () => void): void {
+    if (this.finished) fn()
+    else this.onEnd.push(fn)
+  }
+
+  /**
+   * Resolves true once `bytes` more fit the budget (or nothing is unsent: a frame larger than the
+   * budget then goes to write(), which drops the stream), false once the stream is over. Waits
+   * for the transport's drain, or for the turn's end when the bytes are still queued this turn.
+   */
+  async whenFits (bytes: number): Promise<boolean> {
+    while (!this.finished && !this.fits(bytes) && this.queue.bytes + this.sink.writableLength > 0) {
+      await new Promise<void>((resolve) => {
+        if (this.sink.needsDrain) {
+          this.sink.onceDrained(resolve)
+          this.whenOver(resolve)
+        } else setImmediate(resolve)
+      })
+    }
+    return !this.finished
+  }
+
   /** Server-side end: counted under `reason`, then the stream ends and the server closes the socket. */
   end (reason: CloseReason): void {
     if (this.finished) return
@@ -179,5 +208,6 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.queue.clear()
     clearTimeout(this.expiryTimer)
     this.onFinish(this, reason)
+    for (const fn of this.onEnd.splice(0)) fn()
   }
 }

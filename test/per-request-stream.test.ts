@@ -1,0 +1,115 @@
+import t from 'tap'
+import type { AddressInfo } from 'node:net'
+import Fastify, { type FastifyRequest } from 'fastify'
+import towerSse from '../lib'
+import { connect, rawStream, waitFor } from './fixtures/sse-connection'
+import type { PerRequestStream } from '../lib/stream/per-request'
+
+// subscribe({ stream }) sends one request's own events to its connection only, pulled under its
+// byte budget, stopped (return()) when the stream ends, closed and counted when it throws.
+
+const logged: Array<{ msg?: string, err?: { message?: string } }> = []
+
+async function appWith (make: (request: FastifyRequest) => PerRequestStream, options = {}) {
+  const app = Fastify({ logger: { level: 'error', stream: { write: (line: string) => { logged.push(JSON.parse(line)) } } } })
+  await app.register(towerSse, { heartbeatMs: 60_000, ...options })
+  app.get('/tokens', { eventStream: true }, (request, reply) => reply.eventStream.subscribe({ stream: make(request) }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  return { app, port: (app.server.address() as AddressInfo).port }
+}
+
+t.test('an async generator\'s tokens reach only its own connection; the stream then stays open for broadcasts', async (t) => {
+  const { app, port } = await appWith(async function * () {
+    for (const token of ['Hel', 'lo', '!']) yield { data: token, event: 'token' }
+  })
+  t.teardown(() => app.close())
+  const other = await connect(port)
+  const own = await connect(port, '/tokens')
+  await waitFor('3 tokens', () => own.events.length === 3)
+  t.same(own.events.map((e) => [e.event, e.data, e.id]), [['token', 'Hel', undefined], ['token', 'lo', undefined], ['token', '!', undefined]])
+  await app.sse.broadcast('after')
+  await waitFor('the broadcast', () => own.events.length === 4 && other.events.length === 1)
+  t.same(other.events.map((e) => e.data), ['after'], 'the other stream got no token')
+  t.equal(own.isEnded(), false)
+  own.destroy(); other.destroy()
+})
+
+t.test('the client leaving mid-way runs the generator\'s finally', async (t) => {
+  let finished!: () => void
+  const finallyRan = new Promise<void>((resolve) => { finished = resolve })
+  let pulled = 0
+  const { app, port } = await appWith(async function * () {
+    try {
+      for (;;) {
+        pulled++
+        yield { data: pulled }
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    } finally { finished() }
+  })
+  t.teardown(() => app.close())
+  const own = await connect(port, '/tokens')
+  await waitFor('some tokens', () => own.events.length >= 3)
+  own.destroy()
+  await finallyRan
+  t.pass(`finally ran after ${pulled} items`)
+})
+
+t.test('shutdown runs the generator\'s finally too', async (t) => {
+  let finished!: () => void
+  const finallyRan = new Promise<void>((resolve) => { finished = resolve })
+  const { app, port } = await appWith(async function * () {
+    try {
+      for (let n = 0; ; n++) { yield { data: n }; await new Promise((resolve) => setImmediate(resolve)) }
+    } finally { finished() }
+  })
+  const own = await connect(port, '/tokens')
+  await waitFor('one token', () => own.events.length >= 1)
+  await Promise.all([app.close(), own.ended, finallyRan])
+  t.equal(app.sse.stats().shutdown, 1)
+})
+
+t.test('a reader that does not read: the generator is never pulled past the budget, and nothing is dropped', async (t) => {
+  const budget = 256 * 1024
+  const item = 'x'.repeat(64 * 1024)
+  const total = 400 // 25 MB: more than loopback's socket buffers hold
+  let pulled = 0
+  let serverSocket: { writableNeedDrain: boolean, writableLength: number } | undefined
+  let maxUnsent = 0
+  const { app, port } = await appWith((request) => (async function * () {
+    serverSocket = request.raw.socket
+    for (; pulled < total;) {
+      maxUnsent = Math.max(maxUnsent, request.raw.socket.writableLength)
+      pulled++
+      yield { data: item }
+    }
+  })(), { maxBufferedBytes: budget })
+  t.teardown(() => app.close())
+  const slow = rawStream(port, '/tokens')
+  slow.socket.pause()
+  await waitFor('the transport to be backpressured', () => serverSocket?.writableNeedDrain === true && pulled > 0, 10_000)
+  const stalledAt = pulled
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+  t.equal(pulled, stalledAt, `not pulled while backpressured (${pulled} of ${total})`)
+  t.ok(pulled < total)
+  slow.socket.resume()
+  await waitFor('every item read', () => slow.received() >= total * item.length, 15_000)
+  t.equal(pulled, total)
+  t.ok(maxUnsent <= budget, `unsent bytes at each pull stayed within the budget (max ${maxUnsent})`)
+  t.equal(app.sse.stats().dropped, 0)
+  slow.socket.destroy()
+})
+
+t.test('a throwing iterable is logged, its stream closed with a retry:, counted as streamFailed', async (t) => {
+  const { app, port } = await appWith(async function * () {
+    yield { data: 'first' }
+    throw new Error('model went away')
+  }, { retryMs: 2000, retryJitterMs: 0 })
+  t.teardown(() => app.close())
+  const own = await connect(port, '/tokens')
+  await own.ended
+  t.same(own.events.map((e) => e.data), ['first'])
+  t.same(own.retries, [2000, 2000], 'the opening retry: and one before the close')
+  t.equal(app.sse.stats().streamFailed, 1)
+  t.match(logged, [{ err: { message: 'model went away' }, msg: /per-request stream threw/ }])
+})
