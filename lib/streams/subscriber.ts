@@ -158,6 +158,8 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.write(frame)
   }
 
+  private overPromise: Promise<void> | undefined
+
   get isOver (): boolean {
     return this.finished
   }
@@ -175,14 +177,19 @@ export class Subscriber implements SseClientInfo, TurnTarget {
    */
   async whenFits (bytes: number): Promise<boolean> {
     while (!this.finished && !this.fits(bytes) && this.queue.bytes + this.sink.writableLength > 0) {
-      await new Promise<void>((resolve) => {
-        if (this.sink.needsDrain) {
-          this.sink.onceDrained(resolve)
-          this.whenOver(resolve)
-        } else setImmediate(resolve)
-      })
+      if (this.sink.needsDrain) {
+        await Promise.race([new Promise<void>((resolve) => this.sink.onceDrained(resolve)), this.over()])
+      } else {
+        await new Promise<void>((resolve) => setImmediate(resolve))
+      }
     }
     return !this.finished
+  }
+
+  /** One promise of the stream's end, shared by every wait: a long backpressured stream adds no listener per wait. */
+  private over (): Promise<void> {
+    this.overPromise ??= new Promise<void>((resolve) => this.whenOver(resolve))
+    return this.overPromise
   }
 
   /** Server-side end: counted under `reason`, then the stream ends and the server closes the socket. */
