@@ -125,6 +125,7 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError,
   TOWER_SSE_ALREADY_REGISTERED: AlreadyRegisteredError,
   TOWER_SSE_NOT_REGISTERED: NotRegisteredError,
+  TOWER_SSE_IDEMPOTENCY_CONFLICT: IdempotencyConflictError,
   TOWER_SSE_HOST_NOT_ALLOWED: HostNotAllowedError,
   TOWER_SSE_ORIGIN_NOT_ALLOWED: OriginNotAllowedError
 })
