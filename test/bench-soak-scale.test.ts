@@ -135,6 +135,12 @@ t.test('soak targets: every one met on a clean run, each NOT met when its figure
   const afterStop = traffic().samples.map((s) => s.t === 160 ? { ...s, clientTimeWait: 800 } : s)
   t.same(judged({ samples: afterStop }), [])
   t.equal(soakRun(plan, traffic({ samples: afterStop }), { lines: 60, text: [], lifeS: 1800 }, machine, null).clientTimeWaitAfterWaveStops, 800)
+  // The abort starts when the wave's time is up, before the wave is recorded stopped (its closes take a while).
+  const atTimeUp = traffic().samples.map((s) => s.t === 150 ? { ...s, clientTimeWait: 969 } : s)
+  const lateStop = traffic({ samples: atTimeUp, waves: [{ ...traffic().waves[0], stoppedS: 152.8 }] })
+  t.same([soakRun(plan, lateStop, { lines: 60, text: [], lifeS: 1800 }, machine, null).clientTimeWait, judged({ samples: atTimeUp, waves: lateStop.waves })], [0, []])
+  const lastClose = traffic().samples.map((s) => s.t === 210 ? { ...s, clientTimeWait: 1450 } : s)
+  t.same(judged({ samples: lastClose, waves: lateStop.waves }), [], 'and until 60 s after the last close')
   const during = traffic().samples.map((s) => s.t === 100 ? { ...s, clientTimeWait: 3 } : s)
   // How far the slowest client fell behind is reported with the loss figures; it is no target of its own.
   const behind = traffic().samples.map((s) => s.t === 300 ? { ...s, clientLagEvents: 900 } : s.t === 310 ? { ...s, clientLagEvents: 40 } : s)
@@ -160,10 +166,8 @@ t.test('the log budget: per process one line per window plus start and stop; a c
   t.equal(logBudget(FULL_PLAN, 1800), 60 + 2, '30 min of 30 s windows, one process')
   t.equal(logBudget(FULL_PLAN, 1801), 61 + 2, 'a window begun is a window')
   t.equal(logBudget({ ...FULL_PLAN, workers: 2 }, 1800), 2 * 62 + (2 + 2 * 2) + (3 * 2 + 3), 'workers, primary (start, stop, each worker started and exited), incidents')
-  t.equal(afterWaveStop(150, [150]), true)
-  t.equal(afterWaveStop(209.9, [150]), true)
-  t.equal(afterWaveStop(210, [150]), false)
-  t.equal(afterWaveStop(149, [150]), false)
+  const wave = [{ from: 150, to: 152.8 }]
+  t.same([149.9, 150, 212.7, 212.8].map((at) => afterWaveStop(at, wave)), [false, true, true, false], 'from time up to 60 s after the last close')
 })
 
 function row (contender: string, streams: number, over: Partial<ScaleRow> = {}): ScaleRow {

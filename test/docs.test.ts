@@ -94,7 +94,7 @@ t.test('the README is the short one, and its quick start registers the plugin as
   t.ok(register !== undefined && example.includes(register), 'test/fixtures/package/example.mjs registers it the same way')
 })
 
-t.test('the README\'s "Use it in your app" example type-checks (strict) and runs: 401 for anyone else, per-user topics, CORS', async (t) => {
+t.test('the README\'s "Use it in your app" example type-checks (strict) and runs: 401 for anyone else, per-user topics, CORS, a per-request stream', async (t) => {
   const { tokens } = await readPage(README)
   const start = tokens.findIndex((token, i) => token.type === 'heading_open' && tokens[i + 1].content === 'Use it in your app')
   // The app, then testing it with tower-sse/testing: one program.
@@ -135,11 +135,14 @@ t.test('the README\'s "Use it in your app" example type-checks (strict) and runs
   await app.sse.broadcast('for bob', { topic: 'user:bob' })
   await app.sse.broadcast('for alice', { topic: 'user:alice' })
   t.equal((await alice.nextEvent(0)).data, 'for alice', 'only her own topic')
-  const room = await connect(port, '/api/rooms/blue/events', { authorization: 'Bearer alice-token' })
-  t.equal(room.status, 200)
+  const job = await connect(port, '/api/jobs/7/log', { authorization: 'Bearer alice-token' })
+  t.equal(job.status, 200)
+  const logged = await job.nextEvent(0)
+  t.same([logged.event, logged.data, logged.id], ['log', 'job 7: started', undefined], 'the per-request stream\'s own event')
   t.equal(app.sse.size, 2, 'both routes on one registry')
+  t.same(alice.events.map((e) => e.data), ['for alice'], 'and the other stream never saw it')
   alice.destroy()
-  room.destroy()
+  job.destroy()
 })
 
 t.test('benchmarks/README.md counts the benchmarks and has a row for each npm run bench:* script', async (t) => {

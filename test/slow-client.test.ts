@@ -1,7 +1,7 @@
 import http from 'node:http'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import type { Socket } from 'node:net'
+import net, { type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { mock } from 'node:test'
 import type { CloseReason } from '../lib/observe/vocabulary'
@@ -194,4 +194,41 @@ t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is q
   t.same(ended, [])
   t.equal(stream.write(Buffer.from(':\n\n')), false, 'the next byte would pass it')
   t.same(ended, ['dropped'])
+})
+
+t.test('a writer that waits for room again and again adds one listener for the stream\'s end, not one per wait', async (t) => {
+  const frame = Buffer.from(`:${'x'.repeat(256 * 1024)}\n\n`)
+  const server = http.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  const opened = new Promise<{ stream: Subscriber, socket: Socket }>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
+    const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: 2 * frame.length, maxStalledHeartbeats: 2 }, () => {}, new WriteCoalescer(), null)
+    stream.open({}, Buffer.from('retry: 1000\n\n'))
+    resolve({ stream, socket: res.socket as Socket })
+  }))
+  const reader = net.connect((server.address() as { port: number }).port, '127.0.0.1')
+  t.teardown(() => reader.destroy())
+  reader.on('data', () => {})
+  reader.write('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+  const { stream, socket } = await opened
+  let endListeners = 0
+  const whenOver = stream.whenOver.bind(stream)
+  stream.whenOver = (fn) => { endListeners++; whenOver(fn) }
+  const rounds = 8
+  const backpressured: boolean[] = []
+  for (let round = 0; round < rounds; round++) {
+    reader.pause()
+    // Fill the kernel's buffers and the socket's until one more frame would pass the budget.
+    while (stream.fits(frame.length)) {
+      stream.write(frame)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    backpressured.push(socket.writableNeedDrain)
+    const fitted = stream.whenFits(frame.length)
+    reader.resume()
+    t.equal(await fitted, true, `round ${round}: room again once the reader read`)
+  }
+  t.same(backpressured, Array(rounds).fill(true), `each of the ${rounds} waits was for the transport's drain`)
+  t.equal(endListeners, 1, `${rounds} waits share one promise of the stream's end`)
+  stream.end('expired')
 })

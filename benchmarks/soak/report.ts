@@ -80,9 +80,13 @@ export function logBudget (plan: SoakPlan, lifeS: number): number {
 /** Linux keeps a TIME_WAIT socket 60 s (TCP_TIMEWAIT_LEN, fixed in the kernel). */
 export const TIME_WAIT_S = 60
 
-/** Whether a sample at `t` s may still see the TIME_WAIT sockets of a wave stopped at one of `stops`. */
-export function afterWaveStop (t: number, stops: readonly number[]): boolean {
-  return stops.some((stop) => t >= stop && t < stop + TIME_WAIT_S)
+/**
+ * Whether a sample at `t` s may still see the TIME_WAIT sockets of a wave's stop: from the moment the
+ * wave's time is up (the bench starts aborting its connections) to TIME_WAIT_S after it was recorded
+ * stopped (the last of them closed).
+ */
+export function afterWaveStop (t: number, stops: ReadonlyArray<{ from: number, to: number }>): boolean {
+  return stops.some(({ from, to }) => t >= from && t < to + TIME_WAIT_S)
 }
 
 const int = (n: number): string => Math.round(n).toLocaleString('en-US')
@@ -123,7 +127,7 @@ export function soakTargets (run: Omit<SoakRun, 'targets'>): Target[] {
 /** The run's figures from its traffic and Tower's log: its line count once stopped, and its life in seconds. */
 export function soakRun (plan: SoakPlan, traffic: SoakTraffic, towerLog: { lines: number, text: readonly string[], lifeS: number }, machine: MachineLoad, machineNote: string | null): SoakRun {
   const { samples, durationS, fdsBaseline, fdsAfter, ...rest } = traffic
-  const stops = traffic.waves.map((w) => w.stoppedS)
+  const stops = traffic.waves.map((w) => ({ from: Math.min(w.stoppedS, w.atS + plan.storm.durationMs / 1000), to: w.stoppedS }))
   const total = (pick: (k: SoakTraffic['kinds'][number]) => number): number => traffic.kinds.reduce((sum, k) => sum + pick(k), 0)
   const run: Omit<SoakRun, 'targets'> = {
     workers: plan.workers,
