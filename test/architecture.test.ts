@@ -114,10 +114,15 @@ t.test('Tower imports from the plugin only what the package exports', async (t) 
   t.same(reaches, [])
 })
 
-/** Every relative import of `file` (import, export … from, import(), require()), resolved to a repository path. */
+/**
+ * Every relative import of `file` (import, export … from, import(), require()), and every module it
+ * starts with spawnSibling(__filename, name), resolved to a repository path.
+ */
 function relativeImports (file: string): Array<{ spec: string, target: string | null }> {
   const text = readFileSync(path.join(root, file), 'utf8')
-  return [...text.matchAll(/(?:\bfrom|^import|\bimport\(|\brequire\()\s*['"](\.{1,2}\/[^'"]*)['"]/gm)].map(([, spec]) => {
+  const imports = [...text.matchAll(/(?:\bfrom|^import|\bimport\(|\brequire\()\s*['"](\.{1,2}\/[^'"]*)['"]/gm)].map((match) => match[1])
+  const spawned = [...text.matchAll(/\bspawnSibling\(__filename,\s*'([^']+)'/g)].map((match) => match[1].startsWith('.') ? match[1] : `./${match[1]}`)
+  return [...imports, ...spawned].map((spec) => {
     const base = path.posix.join(path.posix.dirname(file), spec)
     const target = [`${base}.ts`, `${base}/index.ts`, base].find((candidate) => existsSync(path.join(root, candidate)) && candidate.endsWith('.ts')) ?? null
     return { spec, target }
