@@ -2,10 +2,12 @@
  * The module map (docs/architecture.md's table of lib/'s files) and its rules, checked against the
  * files on disk and the real dependency graph (dependency-cruiser, with TypeScript's type-only
  * imports included): a row for every file, imports pointing down the table, no import cycle in
- * lib/, and Tower (lib/tower/) using the plugin only through the package's entries.
+ * lib/, and Tower (lib/tower/) using the plugin only through the package's entries. And in
+ * benchmarks/: each bench imports only its own folder and the shared harness (benchmarks/lib/),
+ * which imports no bench.
  */
 import { spawnSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 
@@ -110,4 +112,38 @@ t.test('Tower imports from the plugin only what the package exports', async (t) 
       .filter((d) => d.resolved.startsWith('lib/') && !d.resolved.startsWith('lib/tower/') && !entries.includes(d.resolved))
       .map((d) => `${m.source} → ${d.resolved}`))
   t.same(reaches, [])
+})
+
+/**
+ * Every relative import of `file` (import, export … from, import(), require()), and every module it
+ * starts with spawnSibling(__filename, name), resolved to a repository path.
+ */
+function relativeImports (file: string): Array<{ spec: string, target: string | null }> {
+  const text = readFileSync(path.join(root, file), 'utf8')
+  const imports = [...text.matchAll(/(?:\bfrom|^import|\bimport\(|\brequire\()\s*['"](\.{1,2}\/[^'"]*)['"]/gm)].map((match) => match[1])
+  const spawned = [...text.matchAll(/\bspawnSibling\(__filename,\s*'([^']+)'/g)].map((match) => match[1].startsWith('.') ? match[1] : `./${match[1]}`)
+  return [...imports, ...spawned].map((spec) => {
+    const base = path.posix.join(path.posix.dirname(file), spec)
+    const target = [`${base}.ts`, `${base}/index.ts`, base].find((candidate) => existsSync(path.join(root, candidate)) && candidate.endsWith('.ts')) ?? null
+    return { spec, target }
+  })
+}
+
+/** The bench folder a benchmarks/ file sits in ('lib' for the shared harness), or null outside benchmarks/. */
+function benchOf (file: string): string | null {
+  const parts = file.split('/')
+  return parts[0] === 'benchmarks' && parts.length > 2 ? parts[1] : null
+}
+
+t.test('benchmarks/: a bench imports only its own folder and benchmarks/lib/, and benchmarks/lib/ imports no bench', async (t) => {
+  const files = filesOnDisk('benchmarks')
+  const imports = files.flatMap((file) => relativeImports(file).map((i) => ({ file, ...i })))
+  t.same(imports.filter((i) => i.target === null).map((i) => `${i.file}: '${i.spec}'`), [], 'every relative import resolves to a .ts file')
+  const crossings = imports.filter(({ file, target }) => {
+    const to = target === null ? null : benchOf(target)
+    return to !== null && to !== 'lib' && to !== benchOf(file)
+  }).map(({ file, spec, target }) => `${file} imports '${spec}' (${target ?? ''}) from another bench's folder`)
+  t.same(crossings, [])
+  t.ok(imports.some((i) => benchOf(i.file) === 'scale' && i.target?.startsWith('benchmarks/lib/tower/') === true), 'the benches share the Tower launcher through benchmarks/lib/')
+  t.ok(imports.length > 300, `${imports.length} relative imports in ${files.length} files read`)
 })

@@ -1,7 +1,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { accountSequence, RESYNC } from '../benchmarks/cluster/accounting'
+import { accountSequence, RESYNC } from '../benchmarks/lib/clients/accounting'
 import { faults } from '../benchmarks/chaos/faults'
 import { answerTimes, busStates, judge, NO_ANSWER, publishAgainMs, resyncSummary, type ChaosRow } from '../benchmarks/chaos/judge'
 import { FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/chaos/plan'

@@ -1,15 +1,16 @@
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough } from '../benchmarks/cluster/accounting'
-import type { ChaosResult, KindRow } from '../benchmarks/cluster/chaos'
+import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough } from '../benchmarks/lib/clients/accounting'
+import type { ChaosResult } from '../benchmarks/cluster/chaos'
+import type { KindRow } from '../benchmarks/lib/clients/population'
 import type { RestartResult } from '../benchmarks/cluster/restart'
-import type { FanoutRow } from '../benchmarks/cluster/fanout-phase'
-import { combineRounds, TITLE_MARKER } from '../benchmarks/cluster/fanout-phase'
+import type { FanoutRow } from '../benchmarks/lib/tower/fanout-phase'
+import { combineRounds, TITLE_MARKER } from '../benchmarks/lib/tower/fanout-phase'
 import { defaultOutDir, fanoutCases, FULL_PLAN, parseArgs, QUICK_PLAN } from '../benchmarks/cluster/plan'
 import { parseCommandStats, startRedis } from '../benchmarks/lib/redis-server'
 import { clusterMarkdown, targets, type ClusterResults } from '../benchmarks/cluster/report'
-import { StampScanner } from '../benchmarks/fanout/stamp-scanner'
+import { StampScanner } from '../benchmarks/lib/fanout/stamp-scanner'
 
 // The cluster benchmark's own logic: its plans, where results go, how a client's events are
 // accounted for, and how targets are judged. No speed is asserted.

@@ -1,11 +1,11 @@
 import { AB_MAX_STREAMS, measureMetricsAB, metricsABLine } from '../benchmarks/fanout/metrics-ab'
 import t from 'tap'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
-import { CONTENDERS } from '../benchmarks/fanout/contenders'
+import { CONTENDERS } from '../benchmarks/lib/fanout/contenders'
 import { metricsNote } from '../benchmarks/fanout/metrics-note'
-import { benchEvent } from '../benchmarks/fanout/payload'
+import { benchEvent } from '../benchmarks/lib/fanout/payload'
 import type { FanoutResults, FanoutRow } from '../benchmarks/fanout/report'
-import { timeScrapes } from '../benchmarks/fanout/scrape'
+import { timeScrapes } from '../benchmarks/lib/fanout/scrape'
 import { connect } from './fixtures/sse-connection'
 
 t.test('the tower-sse+metrics contender serves /metrics, and a scrape is timed', async (t) => {

@@ -7,16 +7,17 @@ import { Histogram } from '../benchmarks/lib/histogram'
 import { IpcClient } from '../benchmarks/lib/ipc'
 import { markdownTable } from '../benchmarks/lib/markdown-table'
 import { spawnSibling } from '../benchmarks/lib/spawn-sibling'
-import { shares, type CaseResult } from '../benchmarks/fanout/case'
-import { CONTENDER_NAMES, CONTENDERS } from '../benchmarks/fanout/contenders'
-import { STREAM_PATH } from '../benchmarks/fanout/contenders/contender'
+import type { CaseResult } from '../benchmarks/fanout/case'
+import { shares } from '../benchmarks/lib/fanout/rig'
+import { CONTENDER_NAMES, CONTENDERS } from '../benchmarks/lib/fanout/contenders'
+import { STREAM_PATH } from '../benchmarks/lib/fanout/contenders/contender'
 import { areaOf, shortUrl } from '../benchmarks/fanout/cpu-profile'
-import { benchEvent, EVENT_FRAME_BYTES, STAMP_MARKER } from '../benchmarks/fanout/payload'
+import { benchEvent, EVENT_FRAME_BYTES, STAMP_MARKER } from '../benchmarks/lib/fanout/payload'
 import { FULL_PLAN, parseArgs, QUICK_PLAN, type FanoutPlan } from '../benchmarks/fanout/plan'
 import { isBurstRow, RATIO_FIELDS, writeFanoutReport, type FanoutRow } from '../benchmarks/fanout/report'
-import { combineRounds, median } from '../benchmarks/fanout/rounds'
+import { combineRounds, median } from '../benchmarks/lib/fanout/rounds'
 import { runFanout } from '../benchmarks/fanout/run'
-import { StampScanner } from '../benchmarks/fanout/stamp-scanner'
+import { StampScanner } from '../benchmarks/lib/fanout/stamp-scanner'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 // The harness itself, kept runnable with a handful of streams. No figure is asserted: only
@@ -148,7 +149,7 @@ t.test('small shared helpers', async (t) => {
 })
 
 t.test('a child process answers requests, refuses unknown ones by name, and exits with its runner', async (t) => {
-  const server = new IpcClient(spawnSibling(path.join(__dirname, '../benchmarks/fanout/run.ts'), 'server'), 'test server')
+  const server = new IpcClient(spawnSibling(path.join(__dirname, '../benchmarks/lib/fanout/rig.ts'), 'server'), 'test server')
   await t.rejects(server.request({ type: 'size' }, 10_000), /test server: no contender started yet/)
   await t.rejects(server.request({ type: 'launch' }, 10_000), /unknown request "launch"; known: start, size/)
   await t.rejects(server.request({ type: 'start', contender: 'nginx', maxClients: 1 }, 10_000), /unknown contender "nginx"/)

@@ -1,6 +1,6 @@
 import { RedisNode, SentinelTopology, type NodeOptions } from '../lib/redis-topology'
-import { sleep } from '../cluster/processes'
-import type { TowerProcess } from '../cluster/tower'
+import { sleep } from '../lib/processes'
+import type { TowerProcess } from '../lib/tower/launcher'
 
 /** What a fault acts on: the Redis it runs on (one server or a Sentinel set) and the two Tower instances. */
 export interface FaultContext {

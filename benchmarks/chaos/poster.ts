@@ -1,5 +1,5 @@
-import { postNotify } from '../cluster/notify'
-import type { PostLog } from '../cluster/notify'
+import { postNotify } from '../lib/clients/notify'
+import type { PostLog } from '../lib/clients/notify'
 
 /** One notify of a chaos row: when it was sent and how (and when) it was answered. */
 export interface PostRecord {

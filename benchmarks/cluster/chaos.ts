@@ -1,72 +1,10 @@
-import type { SequenceAccount } from './accounting'
-import { emptyPostLog, postSequence, type PostLog } from './notify'
+import { emptyPostLog, postSequence, postSummary, type PostSummary } from '../lib/clients/notify'
 import type { ClusterPlan } from './plan'
-import type { KindPhase, Population } from './population'
+import { kindRows, type KindRow, type Population } from '../lib/clients/population'
 import type { RedisServer } from '../lib/redis-server'
-import { sleep } from './processes'
-import type { TowerProcess } from './tower'
-import type { ClientKind } from './seq-client'
-
-/** One kind of client's phase: the sums of its clients' accounts (see SequenceAccount) and more. */
-export interface KindRow extends SequenceAccount {
-  kind: ClientKind
-  /** Clients accounted (open, or reconnecting, when the phase began). */
-  clients: number
-  /** Clients already closed for good when the phase began (left out). */
-  goneAtStart: number
-  clientsWithLoss: number
-  clientsWithDuplicates: number
-  clientsOutOfOrder: number
-  /** [resyncs in the phase, clients], e.g. [[0, 1990], [1, 10]]: all clients, those that reconnected in the phase, the others. */
-  resyncs: Array<[number, number]>
-  resyncsReconnected: Array<[number, number]>
-  resyncsStayed: Array<[number, number]>
-  refusals: number
-  closedForGood: number
-}
-
-const pairs = (counts: Map<number, number>): Array<[number, number]> => [...counts].sort((a, b) => a[0] - b[0])
-
-function sumCounts (a: Map<number, number>, b: Map<number, number>): Map<number, number> {
-  const sum = new Map(a)
-  for (const [key, count] of b) sum.set(key, (sum.get(key) ?? 0) + count)
-  return sum
-}
-
-export function kindRows (phase: Record<ClientKind, KindPhase>): KindRow[] {
-  return (['client', 'eventsource'] as const).filter((kind) => phase[kind].account.clients + phase[kind].goneAtMark > 0).map((kind) => {
-    const { account, goneAtMark, resyncs, refusals, closedForGood } = phase[kind]
-    return {
-      kind,
-      clients: account.clients,
-      goneAtStart: goneAtMark,
-      ...account.totals,
-      clientsWithLoss: account.clientsWith.lost,
-      clientsWithDuplicates: account.clientsWith.duplicated,
-      clientsOutOfOrder: account.clientsWith.outOfOrder,
-      resyncs: pairs(sumCounts(resyncs.reconnected, resyncs.stayed)),
-      resyncsReconnected: pairs(resyncs.reconnected),
-      resyncsStayed: pairs(resyncs.stayed),
-      refusals,
-      closedForGood
-    }
-  })
-}
-
-export interface PostSummary {
-  posted: number
-  accepted: number
-  /** Answers other than 200, by status. */
-  refused: Record<string, number>
-  /** POSTs with no answer (the worker handling it was killed): maybe published, maybe not. */
-  unanswered: number
-}
-
-export function postSummary (log: PostLog): PostSummary {
-  const refused: Record<string, number> = {}
-  for (const r of log.refused) refused[r.status] = (refused[r.status] ?? 0) + 1
-  return { posted: log.accepted.length + log.refused.length + log.unknown.length, accepted: log.accepted.length, refused, unanswered: log.unknown.length }
-}
+import { sleep } from '../lib/processes'
+import type { TowerProcess } from '../lib/tower/launcher'
+import type { ClientKind } from '../lib/clients/seq-client'
 
 export interface WaveRow {
   wave: number

@@ -1,3 +1,6 @@
+import { NOTIFY_TIMEOUT_MS } from '../lib/clients/notify'
+import { FANOUT_PHASE, type FanoutPhasePlan } from '../lib/tower/fanout-phase'
+
 export const PHASES = ['fanout', 'chaos', 'restart'] as const
 export type Phase = typeof PHASES[number]
 
@@ -7,20 +10,11 @@ export interface ClusterPlan {
   phases: Phase[]
   /** Tower workers (node:cluster, one port, Redis bus) in the multi-instance cases. */
   workers: number
-  fanout: {
+  fanout: FanoutPhasePlan & {
     /** Total streams, each measured with 1 instance (memory bus) and with `workers` instances. */
     streams: number[]
     /** Each pair measured this many times, alternating which goes first; rows give the medians. */
     rounds: number
-    streamsPerProcess: number
-    connectConcurrency: number
-    /** Unmeasured broadcasts first (JIT, first-touch allocations), then `events` measured ones. */
-    warmupEvents: number
-    events: number
-    /** Gap between broadcasts: stream count / this many streams per ms, at least `minIntervalMs`. */
-    streamsPerIntervalMs: number
-    minIntervalMs: number
-    deliveryTimeoutMs: number
   }
   chaos: {
     /** `tower-sse/client` clients, spread over processes of `clientsPerProcess`. */
@@ -52,17 +46,7 @@ export const FULL_PLAN: Readonly<ClusterPlan> = Object.freeze({
   name: 'full',
   phases: [...PHASES],
   workers: 4,
-  fanout: {
-    streams: [1000, 10_000],
-    rounds: 3,
-    streamsPerProcess: 2500,
-    connectConcurrency: 64,
-    warmupEvents: 3,
-    events: 20,
-    streamsPerIntervalMs: 10,
-    minIntervalMs: 200,
-    deliveryTimeoutMs: 30_000
-  },
+  fanout: { streams: [1000, 10_000], rounds: 3, ...FANOUT_PHASE },
   chaos: {
     clients: 2000,
     eventSourceClients: 200,
@@ -74,7 +58,7 @@ export const FULL_PLAN: Readonly<ClusterPlan> = Object.freeze({
     drainMs: 10_000
   },
   restart: { broadcastsPerSec: 20, beforeMs: 5000, outageMs: 5000, afterMs: 10_000, drainMs: 5000 },
-  notifyTimeoutMs: 3000
+  notifyTimeoutMs: NOTIFY_TIMEOUT_MS
 })
 
 /** A CI-sized smoke run (~60–90 s): same phases, fewer streams and clients, shorter. */
@@ -154,11 +138,6 @@ export function parseArgs (argv: string[]): ParsedArgs {
   if (filters.streams !== undefined) plan.fanout.streams = filters.streams
   if (filters.rounds !== undefined) plan.fanout.rounds = filters.rounds
   return { plan, outDir, help, render, targeted: Object.keys(filters).length > 0 }
-}
-
-/** Gap between two broadcasts of the fan-out phase at `streams` total streams. */
-export function fanoutIntervalMs (plan: ClusterPlan, streams: number): number {
-  return Math.max(plan.fanout.minIntervalMs, Math.round(streams / plan.fanout.streamsPerIntervalMs))
 }
 
 /** Default output folder: a quick or targeted run never replaces the committed full results. */

@@ -1,9 +1,10 @@
 import type { TopLevelSpec } from 'vega-lite'
 import { markdownTable } from '../lib/markdown-table'
-import { writeResults } from '../lib/results-files'
+import { writeResults, type Target } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
-import type { ChaosResult, KindRow } from './chaos'
-import type { FanoutRow } from './fanout-phase'
+import type { KindRow } from '../lib/clients/population'
+import type { ChaosResult } from './chaos'
+import type { FanoutRow } from '../lib/tower/fanout-phase'
 import type { ClusterPlan } from './plan'
 import type { MachineLoad } from '../lib/machine-load'
 import type { RestartResult } from './restart'
@@ -22,8 +23,6 @@ export interface ClusterResults {
   /** Why a phase has no result (it failed), if one has none. */
   failures: string[]
 }
-
-export interface Target { target: string, measured: string, met: boolean }
 
 const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 /** [[0, 290], [1, 10]] → "290×0 10×1" (clients × resyncs). */

@@ -1,10 +1,9 @@
-import { kindRows, postSummary, type KindRow, type PostSummary } from './chaos'
-import { emptyPostLog, postSequence } from './notify'
+import { emptyPostLog, postSequence, postSummary, type PostSummary } from '../lib/clients/notify'
 import type { ClusterPlan } from './plan'
-import type { Population } from './population'
+import { kindRows, type KindRow, type Population } from '../lib/clients/population'
 import type { RedisServer } from '../lib/redis-server'
-import { sleep } from './processes'
-import type { TowerProcess } from './tower'
+import { sleep } from '../lib/processes'
+import type { TowerProcess } from '../lib/tower/launcher'
 
 export interface RestartResult {
   instances: number

@@ -1,15 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Histogram } from '../lib/histogram'
 import { IpcClient } from '../lib/ipc'
-import { spawnSibling } from '../lib/spawn-sibling'
-import type { CollectReply, ConnectReply } from './client'
-import type { ContenderName } from './contenders'
-import { STREAM_PATH } from './contenders/contender'
-import { nowUs } from './payload'
+import type { ContenderName } from '../lib/fanout/contenders'
+import { admit, latencyOf, phase, received, REQUEST_MS, requireFiles, shares, spawnClient, spawnServer, SPARE_FILES, type Phase } from '../lib/fanout/rig'
+import { median } from '../lib/fanout/rounds'
+import { timeScrapes } from '../lib/fanout/scrape'
+import type { BurstReply, FastReply, MemoryReply, StartReply, SteadyReply } from '../lib/fanout/server'
 import { steadyRate, type FanoutPlan } from './plan'
-import { median } from './rounds'
-import { timeScrapes } from './scrape'
-import type { BurstReply, CpuReading, FastReply, MemoryReply, StartReply, SteadyReply } from './server'
 
 /** What one contender did with one stream count: the figures of one results row. */
 export interface CaseResult {
@@ -73,84 +69,9 @@ export interface MeasuredCase {
   bursts: BurstResult[]
 }
 
-const REQUEST_MS = 30_000
 const BURST_REPLY_MS = 180_000
-const CONNECT_MS = 180_000
-/** Descriptors a process needs beyond its sockets (stdio, IPC, epoll, libuv, …). */
-export const SPARE_FILES = 64
-
-/**
- * Loopback source address of client process `i`: each has its own ephemeral port range, and
- * none shares 127.0.0.1's with whatever else runs on the host.
- */
-export function sourceAddress (i: number): string {
-  return `127.0.7.${1 + i}`
-}
-
-/** `total` streams spread as evenly as possible over `parts` processes. */
-export function shares (total: number, parts: number): number[] {
-  return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0))
-}
-
-export function requireFiles (who: string, limit: number | null, needed: number): void {
-  if (limit !== null && limit < needed) {
-    throw new Error(`${who} may open ${limit} files but needs ${needed}: raise the hard limit (ulimit -Hn) or lower --clients`)
-  }
-}
 
 const round = (value: number, digits = 2): number => Number(value.toFixed(digits))
-
-export interface Phase { sent: number, cpuUs: number, wallUs: number, delivered: CollectReply[] }
-
-/** Runs one phase: resets the clients, lets `send` run on the server, waits for delivery. */
-export async function phase (
-  server: IpcClient, holders: IpcClient[], plan: FanoutPlan,
-  send: () => Promise<number>
-): Promise<Phase> {
-  await Promise.all(holders.map((h) => h.request({ type: 'reset' }, REQUEST_MS)))
-  const before = await server.request<CpuReading>({ type: 'cpu' }, REQUEST_MS)
-  const sent = await send()
-  const delivered = await Promise.all(holders.map((h) => h.request<CollectReply>(
-    { type: 'collect', perStream: sent, timeoutMs: plan.deliveryTimeoutMs }, plan.deliveryTimeoutMs + REQUEST_MS
-  )))
-  const after = await server.request<CpuReading>({ type: 'cpu' }, REQUEST_MS)
-  return { sent, cpuUs: after.cpuUs - before.cpuUs, wallUs: after.atUs - before.atUs, delivered }
-}
-
-export function latencyOf (delivered: CollectReply[]): Histogram {
-  const merged = new Histogram()
-  for (const reply of delivered) merged.merge(reply.latencyUs)
-  return merged
-}
-
-export const received = (delivered: CollectReply[]): number => delivered.reduce((sum, r) => sum + r.received, 0)
-
-/**
- * Opens every stream (each client process its share, from its own source address) and waits
- * until the server counts them all; returns the time from the first connect to the last 200.
- */
-export async function admit (
-  server: IpcClient, holders: IpcClient[], plan: FanoutPlan, port: number, perProcess: number[], label: string
-): Promise<number> {
-  const clients = perProcess.reduce((sum, n) => sum + n, 0)
-  const startUs = nowUs()
-  const connected = await Promise.all(holders.map((holder, i) => holder.request<ConnectReply>({
-    type: 'connect', port, path: STREAM_PATH, count: perProcess[i], concurrency: plan.connectConcurrency, localAddress: sourceAddress(i)
-  }, CONNECT_MS)))
-  const connectMs = (Math.max(...connected.map((c) => c.doneUs)) - startUs) / 1000
-  const admitted = connected.reduce((sum, c) => sum + c.admitted, 0)
-  if (admitted !== clients) {
-    const errors = [...new Set(connected.flatMap((c) => c.errors))].join('; ')
-    throw new Error(`${label}: ${admitted} of ${clients} streams admitted (${errors})`)
-  }
-  // A library may register a stream a moment after its headers went out.
-  const deadline = Date.now() + 10_000
-  while (await server.request<number>({ type: 'size' }, REQUEST_MS) < clients) {
-    if (Date.now() > deadline) throw new Error(`${label}: the server never counted ${clients} open streams`)
-    await sleep(20)
-  }
-  return connectMs
-}
 
 function burstResult (contender: ContenderName, clients: number, size: number, firstSendUs: number, measured: Phase): BurstResult {
   const latency = latencyOf(measured.delivered)
@@ -181,11 +102,11 @@ export async function measureCase (
   log: (line: string) => void, profileFile: string | null = null
 ): Promise<MeasuredCase> {
   const server = new IpcClient(
-    spawnSibling(__filename, 'server', { nodeFlags: ['--expose-gc'], raiseFileLimit: true }), `${contender} server`
+    spawnServer(true), `${contender} server`
   )
   const perProcess = shares(clients, Math.ceil(clients / plan.streamsPerProcess))
   const holders = perProcess.map((_, i) => new IpcClient(
-    spawnSibling(__filename, 'client', { raiseFileLimit: true }), `client process ${i}`
+    spawnClient(), `client process ${i}`
   ))
   try {
     const { port, fileLimit, metricsPath } = await server.request<StartReply>({ type: 'start', contender, maxClients: clients }, REQUEST_MS)

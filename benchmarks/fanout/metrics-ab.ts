@@ -1,10 +1,9 @@
 import { Histogram } from '../lib/histogram'
 import { IpcClient } from '../lib/ipc'
-import { spawnSibling } from '../lib/spawn-sibling'
-import { admit, requireFiles, shares, SPARE_FILES } from './case'
-import type { ContenderName } from './contenders'
+import { admit, requireFiles, shares, spawnClient, spawnServer, SPARE_FILES } from '../lib/fanout/rig'
+import type { ContenderName } from '../lib/fanout/contenders'
 import { FULL_PLAN } from './plan'
-import type { StartReply, SteadyReply } from './server'
+import type { StartReply, SteadyReply } from '../lib/fanout/server'
 
 /**
  * Streams per side at most: each side is one server process, which may hold about 20,000 open
@@ -32,9 +31,9 @@ interface Side { server: IpcClient, holders: IpcClient[], latency: Histogram }
 
 /** One side: its server process and client processes holding `streams` streams on it. */
 async function startSide (contender: ContenderName, streams: number): Promise<Side> {
-  const server = new IpcClient(spawnSibling(__filename, 'server', { raiseFileLimit: true }), `A/B ${contender} server`)
+  const server = new IpcClient(spawnServer(false), `A/B ${contender} server`)
   const perProcess = shares(streams, Math.ceil(streams / FULL_PLAN.streamsPerProcess))
-  const holders = perProcess.map((_, i) => new IpcClient(spawnSibling(__filename, 'client', { raiseFileLimit: true }), `A/B ${contender} client ${i}`))
+  const holders = perProcess.map((_, i) => new IpcClient(spawnClient(), `A/B ${contender} client ${i}`))
   const side = { server, holders, latency: new Histogram() }
   try {
     const { port, fileLimit } = await server.request<StartReply>({ type: 'start', contender, maxClients: streams }, REQUEST_MS)

@@ -1,6 +1,6 @@
 import { metricsABLine } from './metrics-ab'
 import { steadyRows, type FanoutResults } from './report'
-import { SCRAPES } from './scrape'
+import { SCRAPES } from '../lib/fanout/scrape'
 
 const streams = (n: number): string => n.toLocaleString('en-US')
 

@@ -1,20 +1,14 @@
-import { CONTENDER_NAMES, isContenderName, type ContenderName } from './contenders'
-
-export const BURST_SOURCES = ['callbacks', 'loop'] as const
-export type BurstSource = typeof BURST_SOURCES[number]
+import { CONTENDER_NAMES, isContenderName, type ContenderName } from '../lib/fanout/contenders'
+import { BURST_SOURCES, type BurstSource, type RigPlan } from '../lib/fanout/rig'
 
 /** Everything one run does; every load loop below is bounded by these counts and times. */
-export interface FanoutPlan {
+export interface FanoutPlan extends RigPlan {
   name: 'full' | 'quick'
   contenders: ContenderName[]
   /** Times every case is measured; each figure reported is its median over the rounds. */
   rounds: number
   /** Stream counts to measure, each against every contender. */
   clients: number[]
-  /** Streams held by one client process (more streams → more processes). */
-  streamsPerProcess: number
-  /** Connects in flight per client process while admitting the population. */
-  connectConcurrency: number
   /** Quiet time after the last connect, before the idle-memory reading. */
   settleMs: number
   /** Deliveries (events × streams) sent back to back before measuring, so JIT-compiled code is measured. */
@@ -33,8 +27,6 @@ export interface FanoutPlan {
    * in one poll phase are; `'loop'`: all from one synchronous loop.
    */
   burst: { sizes: number[], maxEvents: number, maxMs: number, from: BurstSource }
-  /** Longest wait for every stream to receive a phase's events after sending ends. */
-  deliveryTimeoutMs: number
   /** Capture a CPU profile of tower-sse's fast phase at the largest stream count. */
   profile: boolean
 }

@@ -12,7 +12,7 @@ import { AB_MAX_STREAMS, measureMetricsAB } from './metrics-ab'
 import { measureCase, type MeasuredCase } from './case'
 import { areas, topFrames, type CpuProfile, type FrameTime } from './cpu-profile'
 import { parseArgs, type FanoutPlan } from './plan'
-import { combineRounds } from './rounds'
+import { combineRounds } from '../lib/fanout/rounds'
 import { fanoutResults, writeFanoutReport, type FanoutResults } from './report'
 
 export type Log = (line: string) => void

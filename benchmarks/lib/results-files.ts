@@ -9,6 +9,9 @@ export function resultsDir (root: string, outDir: string | null, scratch: boolea
   return outDir ?? path.join(root, 'benchmarks', 'results', ...(scratch ? ['tmp'] : []))
 }
 
+/** One row of a results file's Targets table: what was aimed at, what was measured, whether it was met. */
+export interface Target { target: string, measured: string, met: boolean }
+
 /** Writes `name`.json, `name`.md and, when there is a chart, `name`.svg into `dir`. */
 export function writeResults (dir: string, name: string, results: unknown, markdown: string, svg: string | null): void {
   mkdirSync(dir, { recursive: true })

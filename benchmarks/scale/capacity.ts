@@ -1,5 +1,5 @@
-import type { FanoutRow } from '../cluster/fanout-phase'
-import type { Target } from '../cluster/report'
+import type { FanoutRow } from '../lib/tower/fanout-phase'
+import type { Target } from '../lib/results-files'
 import type { ScaleRow } from './ladder'
 
 /**

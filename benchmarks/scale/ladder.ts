@@ -1,11 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { admit, latencyOf, phase, received, requireFiles, shares, SPARE_FILES } from '../fanout/case'
-import type { ContenderName } from '../fanout/contenders'
-import { median } from '../fanout/rounds'
-import { timeScrapes } from '../fanout/scrape'
-import type { FastReply, IdleReply, MemoryReply, StartReply, SteadyReply } from '../fanout/server'
+import { admit, latencyOf, phase, received, requireFiles, shares, spawnClient, spawnServer, SPARE_FILES } from '../lib/fanout/rig'
+import type { ContenderName } from '../lib/fanout/contenders'
+import { median } from '../lib/fanout/rounds'
+import { timeScrapes } from '../lib/fanout/scrape'
+import type { FastReply, IdleReply, MemoryReply, StartReply, SteadyReply } from '../lib/fanout/server'
 import { IpcClient } from '../lib/ipc'
-import { spawnSibling } from '../lib/spawn-sibling'
 import type { ScalePlan } from './plan'
 
 const REQUEST_MS = 60_000
@@ -45,7 +44,7 @@ const round = (value: number, digits = 3): number => Number(value.toFixed(digits
  */
 export async function climbLadder (plan: ScalePlan, contender: ContenderName, steps: number[], log: (line: string) => void): Promise<ScaleRow[]> {
   const top = Math.max(...steps)
-  const server = new IpcClient(spawnSibling(__filename, '../fanout/server', { nodeFlags: ['--expose-gc'], raiseFileLimit: true }), `${contender} server`)
+  const server = new IpcClient(spawnServer(true), `${contender} server`)
   const holders: IpcClient[] = []
   const rows: ScaleRow[] = []
   try {
@@ -55,7 +54,7 @@ export async function climbLadder (plan: ScalePlan, contender: ContenderName, st
     let held = 0
     for (const streams of steps) {
       const parts = shares(streams - held, Math.ceil((streams - held) / plan.fanout.streamsPerProcess))
-      const added = parts.map((_, i) => new IpcClient(spawnSibling(__filename, '../fanout/client', { raiseFileLimit: true }), `client process ${holders.length + i}`))
+      const added = parts.map((_, i) => new IpcClient(spawnClient(), `client process ${holders.length + i}`))
       holders.push(...added)
       for (const [i, holder] of added.entries()) requireFiles(holder.label, await holder.request<number | null>({ type: 'fileLimit' }, REQUEST_MS), parts[i] + SPARE_FILES)
       const admitMs = await admit(server, added, plan.fanout, port, parts, `${contender} +${streams - held}`)

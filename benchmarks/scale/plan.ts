@@ -1,6 +1,5 @@
-import { FULL_PLAN as FANOUT_PLAN, type FanoutPlan } from '../fanout/plan'
-import type { ContenderName } from '../fanout/contenders'
-import { SPARE_FILES } from '../fanout/case'
+import type { ContenderName } from '../lib/fanout/contenders'
+import { SPARE_FILES, type RigPlan } from '../lib/fanout/rig'
 
 /** Everything one `bench:scale` run does; every loop of the run is bounded by these counts and times. */
 export interface ScalePlan {
@@ -25,8 +24,8 @@ export interface ScalePlan {
   warmupDeliveries: number
   /** The cluster phase: `workers` Tower workers on Redis holding `perWorker` × workers streams ('ceiling': the file limit's). */
   cluster: { workers: number, perWorker: number | 'ceiling', events: number } | null
-  /** What the fan-out helpers (admission, phases) need: processes, concurrency, delivery timeout. */
-  fanout: FanoutPlan
+  /** What the fan-out rig (admission, phases) needs, and the longest a warm-up sends for. */
+  fanout: RigPlan & { fast: { maxMs: number } }
 }
 
 export const FULL_PLAN: Readonly<ScalePlan> = Object.freeze({
@@ -42,7 +41,7 @@ export const FULL_PLAN: Readonly<ScalePlan> = Object.freeze({
   periodMs: 500,
   warmupDeliveries: 100_000,
   cluster: { workers: 2, perWorker: 'ceiling' as const, events: 20 },
-  fanout: { ...FANOUT_PLAN, deliveryTimeoutMs: 60_000 }
+  fanout: { streamsPerProcess: 2500, connectConcurrency: 64, deliveryTimeoutMs: 60_000, fast: { maxMs: 4000 } }
 })
 
 /** Small steps, the same phases: a smoke run. */

@@ -1,8 +1,7 @@
 import type { TopLevelSpec } from 'vega-lite'
-import type { FanoutRow } from '../cluster/fanout-phase'
-import type { Target } from '../cluster/report'
+import type { FanoutRow } from '../lib/tower/fanout-phase'
 import { markdownTable } from '../lib/markdown-table'
-import { writeResults } from '../lib/results-files'
+import { writeResults, type Target } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { MachineLoad } from '../lib/machine-load'
 import { atTop, capacity, CORE_BUDGET, DEFAULT_HEARTBEAT_MS, type Capacity } from './capacity'
@@ -26,7 +25,7 @@ export interface ScaleResults {
   ceiling: FileCeiling
   plan: ScalePlan
   rows: ScaleRow[]
-  /** The --workers on Redis phase: total streams, per worker, delivered share (cluster/fanout-phase). */
+  /** The --workers on Redis phase: total streams, per worker, delivered share (lib/tower/fanout-phase). */
   cluster: FanoutRow | null
   /** From tower-sse's row at the largest count: the inputs of docs/capacity.md's formula. */
   capacity: Capacity | null

@@ -7,12 +7,12 @@
  */
 import { execFileSync } from 'node:child_process'
 import path from 'node:path'
-import { measureFanout, type FanoutRow } from '../cluster/fanout-phase'
-import { FULL_PLAN as CLUSTER_PLAN } from '../cluster/plan'
-import { killAllGroups } from '../cluster/processes'
+import { NOTIFY_TIMEOUT_MS } from '../lib/clients/notify'
+import { FANOUT_PHASE, measureFanout, type FanoutRow } from '../lib/tower/fanout-phase'
+import { killAllGroups } from '../lib/processes'
 import { startRedis } from '../lib/redis-server'
-import { towerBench } from '../cluster/tower'
-import { BASELINE } from '../fanout/contenders'
+import { towerBench } from '../lib/tower/launcher'
+import { BASELINE } from '../lib/fanout/contenders'
 import { endLoadRecord } from '../lib/machine-load'
 import { scaleTargets } from './capacity'
 import { climbLadder, type ScaleRow } from './ladder'
@@ -29,13 +29,13 @@ function fileCeiling (): FileCeiling {
   return { hardLimit, streams, source: `\`ulimit -Hn\` = ${text} (the hard RLIMIT_NOFILE this shell and every process it starts inherit; an unprivileged process cannot raise it), minus 64 files a process needs besides its sockets, rounded down: ${streams.toLocaleString('en-US')} streams per process` }
 }
 
-/** Tower on node:cluster with the Redis bus, `workers` × `perWorker` streams, through the cluster bench's fan-out phase. */
+/** Tower on node:cluster with the Redis bus, `workers` × `perWorker` streams, through the fan-out phase bench:cluster also runs (lib/tower/fanout-phase). */
 async function clusterPhase (plan: ScalePlan, cli: string, perWorker: number): Promise<FanoutRow | null> {
   if (plan.cluster === null) return null
   const { workers, events } = plan.cluster
   const redis = await startRedis()
   try {
-    const clusterPlan = { ...CLUSTER_PLAN, workers, fanout: { ...CLUSTER_PLAN.fanout, events, warmupEvents: 2, deliveryTimeoutMs: plan.fanout.deliveryTimeoutMs } }
+    const clusterPlan = { fanout: { ...FANOUT_PHASE, events, warmupEvents: 2, deliveryTimeoutMs: plan.fanout.deliveryTimeoutMs }, notifyTimeoutMs: NOTIFY_TIMEOUT_MS }
     return await measureFanout(clusterPlan, cli, 'redis', workers, workers * perWorker, redis.url, log)
   } finally {
     await redis.kill()

@@ -1,6 +1,6 @@
-import type { PopulationName } from '../storm/populations'
+import type { PopulationName } from '../lib/populations/names'
 
-/** One client population of the steady load (storm/populations), keyed by its own clientId. */
+/** One client population of the steady load (lib/populations), keyed by its own clientId. */
 export interface SteadyGroup { population: PopulationName, size: number }
 
 /** Everything one `bench:soak` run does; every loop of the run is bounded by these counts and times. */
@@ -12,7 +12,7 @@ export interface SoakPlan {
   /** GET /metrics (and the TIME_WAIT count) this often. */
   sampleEveryMs: number
   steady: {
-    /** Sequence-accounted clients (cluster/seq-client): tower-sse/client tabs and spec EventSources. */
+    /** Sequence-accounted clients (lib/clients/seq-client): tower-sse/client tabs and spec EventSources. */
     seqClients: number
     seqEventSources: number
     seqPerProcess: number

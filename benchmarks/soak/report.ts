@@ -1,9 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { TopLevelSpec } from 'vega-lite'
-import type { Target } from '../cluster/report'
 import { markdownTable } from '../lib/markdown-table'
-import { writeResults } from '../lib/results-files'
+import { writeResults, type Target } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
 import type { MachineLoad } from '../lib/machine-load'
 import type { SoakPlan } from './plan'
@@ -177,7 +176,7 @@ function runMarkdown (run: SoakRun): string {
   out.push(`Machine: ${run.machine.cpus} CPUs, load average ${run.machine.loadBefore.join(' / ')} before, ${(run.machine.loadAfter ?? []).join(' / ')} after (1/5/15 min).${run.machineNote === null ? '' : ` ${run.machineNote}.`}`, '')
   const { plan, traffic } = run
   const steady = plan.steady.groups.map((g) => `${g.size} ${g.population}`).join(', ')
-  out.push(`${(run.durationS / 60).toFixed(1)} min of traffic: ${plan.steady.seqClients} tower-sse/client tabs and ${plan.steady.seqEventSources} spec EventSources accounted by sequence number, plus ${steady} (storm/populations); every stream ended by Tower after maxAgeMs ${int(plan.tower.maxAgeMs)} ± ${int(plan.tower.maxAgeJitterMs)} ms, so all of them churn. ` +
+  out.push(`${(run.durationS / 60).toFixed(1)} min of traffic: ${plan.steady.seqClients} tower-sse/client tabs and ${plan.steady.seqEventSources} spec EventSources accounted by sequence number, plus ${steady} (lib/populations); every stream ended by Tower after maxAgeMs ${int(plan.tower.maxAgeMs)} ± ${int(plan.tower.maxAgeJitterMs)} ms, so all of them churn. ` +
     `${traffic.waves.length} storm waves of ${plan.storm.durationMs / 1000} s (autocannon offering ${int(plan.storm.perSec)}/s on as many connections, a new TCP connection per request, Retry-After ignored; what arrives is what Tower's tarpit lets through: see attempts below; its own address (X-Forwarded-For from a trusted loopback proxy), held to ${plan.storm.slots} streams by --max-clients-per-key). ` +
     `Notifies: ${plan.notify.perSec}/s one at a time plus ${plan.notify.burstSize} back to back every ${plan.notify.burstEveryMs / 1000} s; ${int(traffic.posts.posted)} posted, ${int(traffic.posts.accepted)} accepted, ${int(traffic.posts.unanswered)} unanswered${Object.keys(traffic.posts.refused).length === 0 ? '' : `, refused: ${Object.entries(traffic.posts.refused).map(([status, n]) => `${int(n)}× ${status}`).join(', ')}`}.`, '')
   if (traffic.incidents.length > 0) out.push(`Incidents: ${traffic.incidents.map((i) => `${i.what} at ${i.atS.toFixed(0)} s`).join('; ')}.`, '')

@@ -6,9 +6,9 @@
  * benchmarks/results/soak.{json,md,svg} (a quick or shortened run's in benchmarks/results/tmp/).
  */
 import path from 'node:path'
-import { killAllGroups } from '../cluster/processes'
+import { killAllGroups } from '../lib/processes'
 import { startRedis } from '../lib/redis-server'
-import { towerBench, TowerProcess } from '../cluster/tower'
+import { towerBench, TowerProcess } from '../lib/tower/launcher'
 import { endLoadRecord } from '../lib/machine-load'
 import { parseArgs, towerFlags, USAGE } from './plan'
 import { soakRun, writeSoakReport } from './report'

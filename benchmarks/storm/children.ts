@@ -1,10 +1,8 @@
 import { IpcClient } from '../lib/ipc'
 import { spawnSibling } from '../lib/spawn-sibling'
-import type { PopulationName } from './populations'
-import type { PopulationSettings } from './populations/contract'
 import type { ServerVariant } from './servers'
 import { EVENTS_PATH } from './servers/contract'
-import type { ClientStats, ServerStats } from './stats'
+import type { ServerStats } from './stats'
 
 const STARTUP_TIMEOUT_MS = 30_000
 const REQUEST_TIMEOUT_MS = 15_000
@@ -36,37 +34,6 @@ export class ServerProcess {
   /** Closes the server (its last log lines included) and returns its final counts. */
   async stop (): Promise<ServerStats> {
     return await this.ipc.request<ServerStats>({ type: 'stop' }, REQUEST_TIMEOUT_MS)
-  }
-
-  async exit (): Promise<void> {
-    await this.ipc.exit()
-  }
-}
-
-/**
- * A client population in its own process (population-main), spawned while its server starts;
- * its clients connect on `start(url)`.
- */
-export class PopulationProcess {
-  readonly ipc: IpcClient
-
-  constructor (name: PopulationName, size: number, settings: PopulationSettings, label: string) {
-    this.ipc = new IpcClient(spawnSibling(__filename, 'population-main', {
-      args: [name, String(size), JSON.stringify(settings)]
-    }), `population (${label})`)
-  }
-
-  async start (url: string): Promise<ClientStats> {
-    return await this.ipc.request<ClientStats>({ type: 'start', url }, STARTUP_TIMEOUT_MS)
-  }
-
-  async stats (): Promise<ClientStats> {
-    return await this.ipc.request<ClientStats>({ type: 'stats' }, REQUEST_TIMEOUT_MS)
-  }
-
-  /** Stops every client (and every pending reconnect). */
-  async stop (): Promise<void> {
-    await this.ipc.request({ type: 'stop' }, REQUEST_TIMEOUT_MS)
   }
 
   async exit (): Promise<void> {

@@ -1,7 +1,7 @@
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { repoRoot } from '../lib/repo-root'
-import { POPULATION_NAMES, type PopulationName } from './populations'
+import { POPULATION_NAMES, type PopulationName } from '../lib/populations/names'
 import { parsePreset, SERVER_VARIANTS, unavailableReason, type ServerVariant } from './servers'
 
 /** Everything one storm run will do, from the command line. */

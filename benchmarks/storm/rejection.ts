@@ -1,8 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import http from 'node:http'
 import { Histogram } from '../lib/histogram'
-import { PopulationProcess, ServerProcess } from './children'
-import type { PopulationSettings } from './populations/contract'
+import { PopulationProcess } from '../lib/populations/process'
+import { ServerProcess } from './children'
+import type { PopulationSettings } from '../lib/populations/contract'
 import { BARE_503, capacityOf, type ServerVariant } from './servers'
 
 /** What the refusal load saw against one server. */

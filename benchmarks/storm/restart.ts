@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { PopulationProcess, ServerProcess } from './children'
-import type { PopulationName } from './populations'
-import type { PopulationSettings } from './populations/contract'
+import { PopulationProcess } from '../lib/populations/process'
+import { ServerProcess } from './children'
+import type { PopulationName } from '../lib/populations/names'
+import type { PopulationSettings } from '../lib/populations/contract'
 import type { ServerVariant } from './servers'
 
 export interface RestartSpec {

@@ -1,10 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { countTimeWait, type TimeWaitCount } from '../lib/time-wait'
-import type { PopulationName } from './populations'
-import type { PopulationSettings } from './populations/contract'
-import { PopulationProcess, ServerProcess } from './children'
+import type { PopulationName } from '../lib/populations/names'
+import type { PopulationSettings } from '../lib/populations/contract'
+import { PopulationProcess } from '../lib/populations/process'
+import { ServerProcess } from './children'
 import { capacityOf, type ServerVariant } from './servers'
-import { eluBetween, perMinute, type ClientStats, type ServerStats } from './stats'
+import type { ClientStats } from '../lib/populations/stats'
+import { eluBetween, perMinute, type ServerStats } from './stats'
 
 /** One server × population run: clients start together, warm up, then a measured window. */
 export interface ScenarioSpec {

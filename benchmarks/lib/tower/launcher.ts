@@ -2,11 +2,11 @@ import { existsSync } from 'node:fs'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import type { ChildProcess } from 'node:child_process'
-import { freePort } from '../lib/free-port'
-import { startLoadRecord, takeForce, type LoadRecord } from '../lib/machine-load'
-import { repoRoot } from '../lib/repo-root'
-import { resultsDir } from '../lib/results-files'
-import { killGroup, spawnGroup, waitFor } from './processes'
+import { freePort } from '../free-port'
+import { startLoadRecord, takeForce, type LoadRecord } from '../machine-load'
+import { repoRoot } from '../repo-root'
+import { resultsDir } from '../results-files'
+import { killGroup, spawnGroup, waitFor } from '../processes'
 
 const START_TIMEOUT_MS = 30_000
 

@@ -1,5 +1,8 @@
 import http from 'node:http'
 
+/** How long one notify POST may take before its fate is called unknown. */
+export const NOTIFY_TIMEOUT_MS = 3000
+
 /** How one POST /api/notify ended: its status (and Retry-After), or no answer at all. */
 export type NotifyOutcome =
   | { kind: 'answered', status: number, retryAfter: string | null }
@@ -78,4 +81,19 @@ export async function postSequence (
     seq++
   }
   return seq
+}
+
+export interface PostSummary {
+  posted: number
+  accepted: number
+  /** Answers other than 200, by status. */
+  refused: Record<string, number>
+  /** POSTs with no answer (the worker handling it was killed): maybe published, maybe not. */
+  unanswered: number
+}
+
+export function postSummary (log: PostLog): PostSummary {
+  const refused: Record<string, number> = {}
+  for (const r of log.refused) refused[r.status] = (refused[r.status] ?? 0) + 1
+  return { posted: log.accepted.length + log.refused.length + log.unknown.length, accepted: log.accepted.length, refused, unanswered: log.unknown.length }
 }

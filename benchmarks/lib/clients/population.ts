@@ -1,7 +1,7 @@
-import { IpcClient } from '../lib/ipc'
-import { spawnSibling } from '../lib/spawn-sibling'
+import { IpcClient } from '../ipc'
+import { spawnSibling } from '../spawn-sibling'
 import type { ClientKind, OpenReply, PhaseReply } from './seq-client'
-import { addAccount, emptyPhaseAccount, type PhaseAccount } from './accounting'
+import { addAccount, emptyPhaseAccount, type PhaseAccount, type SequenceAccount } from './accounting'
 import type { PostLog } from './notify'
 
 const REQUEST_MS = 120_000
@@ -93,4 +93,50 @@ export interface KindPhase {
 
 function emptyKindPhase (): KindPhase {
   return { account: emptyPhaseAccount(), lostSeqs: new Set(), goneAtMark: 0, resyncs: { reconnected: new Map(), stayed: new Map() }, refusals: 0, closedForGood: 0, reopens: [] }
+}
+
+/** One kind of client's phase: the sums of its clients' accounts (see SequenceAccount) and more. */
+export interface KindRow extends SequenceAccount {
+  kind: ClientKind
+  /** Clients accounted (open, or reconnecting, when the phase began). */
+  clients: number
+  /** Clients already closed for good when the phase began (left out). */
+  goneAtStart: number
+  clientsWithLoss: number
+  clientsWithDuplicates: number
+  clientsOutOfOrder: number
+  /** [resyncs in the phase, clients], e.g. [[0, 1990], [1, 10]]: all clients, those that reconnected in the phase, the others. */
+  resyncs: Array<[number, number]>
+  resyncsReconnected: Array<[number, number]>
+  resyncsStayed: Array<[number, number]>
+  refusals: number
+  closedForGood: number
+}
+
+const pairs = (counts: Map<number, number>): Array<[number, number]> => [...counts].sort((a, b) => a[0] - b[0])
+
+function sumCounts (a: Map<number, number>, b: Map<number, number>): Map<number, number> {
+  const sum = new Map(a)
+  for (const [key, count] of b) sum.set(key, (sum.get(key) ?? 0) + count)
+  return sum
+}
+
+export function kindRows (phase: Record<ClientKind, KindPhase>): KindRow[] {
+  return (['client', 'eventsource'] as const).filter((kind) => phase[kind].account.clients + phase[kind].goneAtMark > 0).map((kind) => {
+    const { account, goneAtMark, resyncs, refusals, closedForGood } = phase[kind]
+    return {
+      kind,
+      clients: account.clients,
+      goneAtStart: goneAtMark,
+      ...account.totals,
+      clientsWithLoss: account.clientsWith.lost,
+      clientsWithDuplicates: account.clientsWith.duplicated,
+      clientsOutOfOrder: account.clientsWith.outOfOrder,
+      resyncs: pairs(sumCounts(resyncs.reconnected, resyncs.stayed)),
+      resyncsReconnected: pairs(resyncs.reconnected),
+      resyncsStayed: pairs(resyncs.stayed),
+      refusals,
+      closedForGood
+    }
+  })
 }

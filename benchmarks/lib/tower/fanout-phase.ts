@@ -1,14 +1,44 @@
 import os from 'node:os'
-import { IpcClient } from '../lib/ipc'
-import { Histogram } from '../lib/histogram'
-import { spawnSibling } from '../lib/spawn-sibling'
+import { IpcClient } from '../ipc'
+import { Histogram } from '../histogram'
 import type { CollectReply, ConnectReply } from '../fanout/client'
 import { nowUs } from '../fanout/payload'
-import { fanoutIntervalMs, type ClusterPlan } from './plan'
-import { postNotify } from './notify'
-import { sleep } from './processes'
+import { spawnClient } from '../fanout/rig'
+import { postNotify } from '../clients/notify'
+import { sleep } from '../processes'
 import { streamsPerInstance } from './stats'
-import { TowerProcess } from './tower'
+import { TowerProcess } from './launcher'
+
+/** What one fan-out measurement does (bench:cluster's plan.fanout holds these, besides its stream counts and rounds). */
+export interface FanoutPhasePlan {
+  streamsPerProcess: number
+  connectConcurrency: number
+  /** Unmeasured broadcasts first (JIT, first-touch allocations), then `events` measured ones. */
+  warmupEvents: number
+  events: number
+  /** Gap between broadcasts: stream count / this many streams per ms, at least `minIntervalMs`. */
+  streamsPerIntervalMs: number
+  minIntervalMs: number
+  deliveryTimeoutMs: number
+}
+
+export const FANOUT_PHASE: Readonly<FanoutPhasePlan> = Object.freeze({
+  streamsPerProcess: 2500,
+  connectConcurrency: 64,
+  warmupEvents: 3,
+  events: 20,
+  streamsPerIntervalMs: 10,
+  minIntervalMs: 200,
+  deliveryTimeoutMs: 30_000
+})
+
+/** The plan measureFanout reads: the phase's settings and how long one notify POST may take. */
+export interface FanoutPhaseSettings { fanout: FanoutPhasePlan, notifyTimeoutMs: number }
+
+/** Gap between two broadcasts of the fan-out phase at `streams` total streams. */
+export function fanoutIntervalMs (plan: FanoutPhaseSettings, streams: number): number {
+  return Math.max(plan.fanout.minIntervalMs, Math.round(streams / plan.fanout.streamsPerIntervalMs))
+}
 
 /** The stamp sits in the notification's title, `"<µs>,<seq>"`: the fan-out client scans for it. */
 export const TITLE_MARKER = '"title":"'
@@ -60,7 +90,7 @@ export type Log = (line: string) => void
 
 /** `streams` total raw streams held by client processes, a stamped broadcast POSTed to the port. */
 export async function measureFanout (
-  plan: ClusterPlan, cli: string, setup: 'memory' | 'redis', instances: number, streams: number, redisUrl: string, log: Log
+  plan: FanoutPhaseSettings, cli: string, setup: 'memory' | 'redis', instances: number, streams: number, redisUrl: string, log: Log
 ): Promise<FanoutRow> {
   log(`fan-out: ${streams} streams, ${instances} instance(s), ${setup} bus`)
   const tower = await TowerProcess.start({
@@ -68,7 +98,7 @@ export async function measureFanout (
   })
   const processes = Math.ceil(streams / plan.fanout.streamsPerProcess)
   const holders = Array.from({ length: processes }, (_, i) =>
-    new IpcClient(spawnSibling(__filename, '../fanout/client', { raiseFileLimit: true }), `fan-out client process ${i}`))
+    new IpcClient(spawnClient(), `fan-out client process ${i}`))
   try {
     const share = (i: number): number => Math.floor(streams / processes) + (i < streams % processes ? 1 : 0)
     const connected = await Promise.all(holders.map((holder, i) => holder.request<ConnectReply>({

@@ -4,9 +4,9 @@
  * SSE parser, one clock reading per read): its CPU competes with the server's.
  */
 import net from 'node:net'
-import { Histogram, type HistogramCounts } from '../lib/histogram'
-import { serveIpc, type IpcRequest } from '../lib/ipc'
-import { openFileLimit } from '../lib/spawn-sibling'
+import { Histogram, type HistogramCounts } from '../histogram'
+import { serveIpc, type IpcRequest } from '../ipc'
+import { openFileLimit } from '../spawn-sibling'
 import { nowUs } from './payload'
 import { StampScanner } from './stamp-scanner'
 

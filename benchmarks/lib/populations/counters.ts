@@ -1,4 +1,4 @@
-import type { ClientStats } from '../stats'
+import type { ClientStats } from './stats'
 
 /** What one population's clients have seen, counted in the population's process. */
 export class ClientCounters {

@@ -42,4 +42,4 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 // Shared with the test fixtures (which must not install this module's signal handlers).
-export { waitFor } from '../lib/wait-for'
+export { waitFor } from './wait-for'

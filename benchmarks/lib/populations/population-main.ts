@@ -2,16 +2,16 @@
  * One client population, in its own process: `population-main <name> <size> <settings JSON>`.
  * Answers its runner over IPC: `start` (with the server's url), `stats`, `stop` (every client closed).
  */
-import { serveIpc } from '../lib/ipc'
-import type { PopulationName } from './populations'
-import type { Population, PopulationSettings, PopulationStart } from './populations/contract'
-import { ClientCounters } from './populations/counters'
-import { startAutocannon } from './populations/autocannon'
-import { startBackoffClients } from './populations/backoff'
-import { startBrowsers } from './populations/browser'
-import { startTowerSseClients } from './populations/client'
-import { startDashboards } from './populations/dashboard'
-import { startHammers } from './populations/hammer'
+import { serveIpc } from '../ipc'
+import type { PopulationName } from './names'
+import type { Population, PopulationSettings, PopulationStart } from './contract'
+import { ClientCounters } from './counters'
+import { startAutocannon } from './autocannon'
+import { startBackoffClients } from './backoff'
+import { startBrowsers } from './browser'
+import { startTowerSseClients } from './client'
+import { startDashboards } from './dashboard'
+import { startHammers } from './hammer'
 
 const STARTS: Record<PopulationName, PopulationStart> = {
   browser: startBrowsers,

@@ -4,8 +4,8 @@
  * arrival order, its resyncs, refusals and reconnects. The parent accounts for them per phase.
  */
 import { EventSource } from 'eventsource'
-import { TowerSseClient } from '../../lib/client'
-import { serveIpc, type IpcRequest } from '../lib/ipc'
+import { TowerSseClient } from '../../../lib/client'
+import { serveIpc, type IpcRequest } from '../ipc'
 import { accountSequence, addAccount, emptyPhaseAccount, RESYNC, resyncThrough, type PhaseAccount } from './accounting'
 
 export type ClientKind = 'client' | 'eventsource'

@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client'
-import { metricsRoute } from '../../../lib/tower/metrics-route'
-import { TOWER_ROUTES } from '../../../lib/tower/routes'
+import { metricsRoute } from '../../../../lib/tower/metrics-route'
+import { TOWER_ROUTES } from '../../../../lib/tower/routes'
 import type { StartContender } from './contender'
 import { startTowerSseWith } from './tower-sse'
 

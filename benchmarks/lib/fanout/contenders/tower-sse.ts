@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import towerSse, { type TowerSseOptions } from '../../../lib'
+import towerSse, { type TowerSseOptions } from '../../../../lib'
 import type { BenchEvent } from '../payload'
 import { STREAM_PATH, type ContenderOptions, type ContenderServer, type StartContender } from './contender'
 import { benchFastify, listenOnLoopback } from './fastify-app'

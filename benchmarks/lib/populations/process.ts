@@ -1,0 +1,39 @@
+import { IpcClient } from '../ipc'
+import { spawnSibling } from '../spawn-sibling'
+import type { PopulationName } from './names'
+import type { PopulationSettings } from './contract'
+import type { ClientStats } from './stats'
+
+const STARTUP_TIMEOUT_MS = 30_000
+const REQUEST_TIMEOUT_MS = 15_000
+
+/**
+ * A client population in its own process (population-main), spawned while its server starts;
+ * its clients connect on `start(url)`.
+ */
+export class PopulationProcess {
+  readonly ipc: IpcClient
+
+  constructor (name: PopulationName, size: number, settings: PopulationSettings, label: string) {
+    this.ipc = new IpcClient(spawnSibling(__filename, 'population-main', {
+      args: [name, String(size), JSON.stringify(settings)]
+    }), `population (${label})`)
+  }
+
+  async start (url: string): Promise<ClientStats> {
+    return await this.ipc.request<ClientStats>({ type: 'start', url }, STARTUP_TIMEOUT_MS)
+  }
+
+  async stats (): Promise<ClientStats> {
+    return await this.ipc.request<ClientStats>({ type: 'stats' }, REQUEST_TIMEOUT_MS)
+  }
+
+  /** Stops every client (and every pending reconnect). */
+  async stop (): Promise<void> {
+    await this.ipc.request({ type: 'stop' }, REQUEST_TIMEOUT_MS)
+  }
+
+  async exit (): Promise<void> {
+    await this.ipc.exit()
+  }
+}
