@@ -41,8 +41,10 @@ t.test('answer times, time to publish again, bus states and resyncs per client',
   t.equal(publishAgainMs([record(1, 'accepted', 0, 1)]), 0, 'nothing failed')
   t.equal(publishAgainMs([record(1, 'accepted', 0, 1), record(2, 'refused', 5, 6)]), null, 'never accepted again')
   const samples = [{ at: 0, state: 'up' }, { at: 250, state: 'up' }, { at: 500, state: NO_ANSWER }, { at: 1500, state: 'down' }, { at: 1750, state: 'down' }, { at: 2000, state: 'up' }]
-  t.same(busStates(samples, 400), { states: ['up', NO_ANSWER, 'down', 'up'], leftUpAfterMs: 1100 }, 'a stats route that hangs has not said the bus left up')
-  t.same(busStates(samples.slice(0, 3), 400).leftUpAfterMs, null)
+  t.same(busStates(samples, 400, 1600), { states: ['up', NO_ANSWER, 'down', 'up'], leftUpAfterMs: 1100, upAgainAfterMs: 400 }, 'a stats route that hangs has not said the bus left up')
+  t.same(busStates(samples, 400, 100).upAgainAfterMs, 1900, 'up again: only once it had left up, even if it left after the fault ended')
+  t.same(busStates(samples.slice(0, 3), 400, 450), { states: ['up', NO_ANSWER], leftUpAfterMs: null, upAgainAfterMs: null }, 'never left up: not "up again"')
+  t.same(busStates(samples.slice(0, 5), 400, 1600).upAgainAfterMs, null, 'not up again by the end')
   t.same(resyncSummary([[0, 6], [1, 3], [2, 1]]), { max: 2, mean: 0.5 })
   t.same(resyncSummary([[0, 0], [3, 0]]), { max: 0, mean: 0 }, 'no clients: no resyncs')
 })
@@ -66,12 +68,14 @@ const clean: ChaosRow = {
   notifyDuringFault: { count: 50, p99Ms: 900, maxMs: 1500 },
   clientsAway: 0,
   streamsDropped: 0,
+  deafClosed: 0,
   publishAgainMs: 0,
-  bus: { states: ['up'], leftUpAfterMs: null },
+  bus: { states: ['up'], leftUpAfterMs: null, upAgainAfterMs: null },
   faultMs: 1000,
   losesData: false,
   stall: false,
-  failover: false
+  failover: false,
+  deafens: false
 }
 
 t.test('each target is judged on its own column', async (t) => {
@@ -87,8 +91,16 @@ t.test('each target is judged on its own column', async (t) => {
   t.same(failing({ ...clean, losesData: true, resyncs: { max: 1, mean: 1 } }), [], 'one resync per client where data is lost')
   t.same(failing({ ...clean, losesData: true, resyncs: { max: 2, mean: 1 } }), ['resyncs <= 1 per client'])
   t.same(failing({ ...clean, stall: true }), ['bus not up within 2000 ms of the stall'], 'a stall the stats never showed')
-  t.same(failing({ ...clean, stall: true, bus: { states: ['up', 'down'], leftUpAfterMs: 2000 } }), [])
-  t.same(failing({ ...clean, stall: true, bus: { states: ['up', 'down'], leftUpAfterMs: 2001 } }), ['bus not up within 2000 ms of the stall'])
+  t.same(failing({ ...clean, stall: true, bus: { states: ['up', 'down'], leftUpAfterMs: 2000, upAgainAfterMs: null } }), [])
+  t.same(failing({ ...clean, stall: true, bus: { states: ['up', 'down'], leftUpAfterMs: 2001, upAgainAfterMs: null } }), ['bus not up within 2000 ms of the stall'])
+  const deaf = { ...clean, deafens: true, resyncs: { max: 1, mean: 1 }, deafClosed: 10, bus: { states: ['up', 'down', 'up'], leftUpAfterMs: 5000, upAgainAfterMs: 5000 } }
+  t.same(failing(deaf), [], 'deaf: one resync per client (the signal), said within 5 s, up again within 5 s of the heal')
+  t.same(failing({ ...deaf, resyncs: { max: 2, mean: 1 } }), ['resyncs <= 1 per client'])
+  t.same(failing({ ...deaf, bus: { ...deaf.bus, leftUpAfterMs: 5001 } }), ['deaf said within 5000 ms'])
+  t.same(failing({ ...deaf, bus: { ...deaf.bus, leftUpAfterMs: null } }), ['deaf said within 5000 ms'], 'never said: not met')
+  t.same(failing({ ...deaf, bus: { ...deaf.bus, upAgainAfterMs: 5001 } }), ['up again within 5000 ms of the heal'])
+  t.same(failing({ ...deaf, bus: { ...deaf.bus, upAgainAfterMs: null } }), ['up again within 5000 ms of the heal'], 'never up again: not met')
+  t.same(failing({ ...deaf, streamsDropped: 1 }), ['healthy streams dropped = 0'], 'the other instance\'s streams are still healthy ones')
   t.same(failing({ ...clean, failover: true, publishAgainMs: 5001 }), ['publishing again within 5000 ms'])
   t.same(failing({ ...clean, failover: true, publishAgainMs: null }), ['publishing again within 5000 ms'], 'never again: not met')
   t.same(failing({ ...clean, failover: true, publishAgainMs: 5000 }), [])
@@ -99,12 +111,13 @@ t.test('each target is judged on its own column', async (t) => {
     refused: ['allkeys-lru under memory pressure: Tower exited at start: maxmemory-policy is allkeys-lru'],
     failures: ['clock-ahead: boom'],
     machine: { cpus: 2, loadBefore: [1, 2, 3], loadAfter: [4, 5, 6], description: 'here' },
-    rows: [withVerdicts(clean), withVerdicts({ ...clean, title: 'bad', late: 2, clientsAway: 3 })]
+    rows: [withVerdicts(clean), withVerdicts({ ...clean, title: 'bad', late: 2, clientsAway: 3 }), withVerdicts({ ...deaf, title: 'deaf', streamsDropped: 0 })]
   })
   t.match(md, 'before: 1.00 / 2.00 / 3.00, after: 4.00 / 5.00 / 6.00; 2 CPUs')
   t.match(md, /\| x \|.*\| met \|/)
   t.match(md, /\| bad \|.*\| NOT met: late deliveries = 0 \(2\) \|/)
-  t.match(md, 'Targets NOT met: 1 (of 10 judged)')
+  t.match(md, 'Targets NOT met: 1 (of 17 judged)')
+  t.match(md, /\| deaf \|.*\| 0 \(\+ 10\) \|.*\| up → down → up \(5000 \/ 5000\) \| met \|/, 'the streams A closed while deaf shown apart from the healthy ones dropped')
   t.match(md, '- clock-ahead: boom')
   t.match(md, /Refused at start, as the bus must[^\n]*\n- allkeys-lru under memory pressure: Tower exited at start: maxmemory-policy is allkeys-lru/)
   t.match(md, 'bad: 3 client(s) were still away 30 s after the fault')
@@ -112,13 +125,20 @@ t.test('each target is judged on its own column', async (t) => {
 })
 
 t.test('plans: one row per fault of the issue; --quick and --only write to results/tmp', async (t) => {
-  t.same(faults(FULL_PLAN.times).map((f) => f.name), ['stall-20', 'stall-200', 'failover', 'lagging-replica', 'rdb-restart', 'aof-restart', 'allkeys-lru', 'instance-stop-trim', 'backlog-4kb', 'clock-ahead'])
+  t.same(faults(FULL_PLAN.times).map((f) => f.name), ['stall-20', 'stall-200', 'failover', 'lagging-replica', 'rdb-restart', 'aof-restart', 'allkeys-lru', 'instance-stop-trim', 'backlog-4kb', 'clock-ahead',
+    'latency-200', 'latency-to-redis', 'latency-from-redis', 'half-open', 'redis-kill', 'reset'])
+  t.same(faults(FULL_PLAN.times).filter((f) => f.relayed).map((f) => [f.name, f.setup.kind, f.deafens]),
+    [['latency-200', 'node', false], ['latency-to-redis', 'node', false], ['latency-from-redis', 'node', false], ['half-open', 'node', true], ['redis-kill', 'node', false], ['reset', 'node', false]],
+    'the relay\'s faults on one Redis node; only the half-open partition outlasts busDeafCloseMs')
+  t.equal(FULL_PLAN.times.partitionMs, 20_000, 'the issue\'s 20 s partition')
+  t.ok(QUICK_PLAN.times.partitionMs > 5000, 'even a quick partition outlasts the 5 s detection bound')
   t.equal(FULL_PLAN.times.stallMs, 15_000, 'the issue\'s 15 s stall')
   t.same(faults(FULL_PLAN.times).filter((f) => f.name.startsWith('stall')).map((f) => f.perSec), [20, 200])
   t.ok(faults(FULL_PLAN.times).filter((f) => f.name === 'instance-stop-trim').every((f) => f.perSec * FULL_PLAN.times.instanceStopMs / 1000 >= 1500), 'more events during the stop than the stream keeps (1,000)')
   t.same(parseArgs([], '/r'), { plan: { ...FULL_PLAN, only: [] }, outDir: '/r', help: false })
   t.equal(parseArgs(['--quick'], '/r').outDir, '/r/tmp')
   t.same(parseArgs(['--only', 'stall-20,failover'], '/r'), { plan: { ...FULL_PLAN, only: ['stall-20', 'failover'] }, outDir: '/r/tmp', help: false })
+  t.same(parseArgs(['--only=reset,half-open'], '/r').plan.only, ['reset', 'half-open'], '--only=a,b as the README writes it')
   t.equal(parseArgs(['--quick', '--out', '/x'], '/r').outDir, '/x')
   t.throws(() => parseArgs(['--fast'], '/r'), /unknown argument "--fast"/)
 })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { open, received, DETECT_MS, RECOVER_MS, relayedPair as pair, server } from './fixtures/bus-instances'
-import { isReader, startFaultRelay } from './fixtures/fault-relay'
+import { isReader, startFaultRelay } from '../benchmarks/lib/fault-relay'
 import { waitFor } from './fixtures/sse-connection'
 import { request, startTower } from './fixtures/tower'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { received, DETECT_MS, RECOVER_MS, relayedPair as pair } from './fixtures/bus-instances'
-import { isReader } from './fixtures/fault-relay'
+import { isReader } from '../benchmarks/lib/fault-relay'
 import { waitFor } from './fixtures/sse-connection'
 import type { TestApp } from './fixtures/app'
 

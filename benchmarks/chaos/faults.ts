@@ -1,3 +1,4 @@
+import type { FaultRelay } from '../lib/fault-relay'
 import { RedisNode, SentinelTopology, type NodeOptions } from '../lib/redis-topology'
 import { sleep } from '../lib/processes'
 import type { TowerProcess } from '../lib/tower/launcher'
@@ -6,6 +7,8 @@ import type { TowerProcess } from '../lib/tower/launcher'
 export interface FaultContext {
   redis: { node: RedisNode, sentinel: null } | { node: null, sentinel: SentinelTopology }
   towers: [TowerProcess, TowerProcess]
+  /** The fault relay instance A reaches Redis through (a relayed fault's row), else null. */
+  relay: FaultRelay | null
   /** The bus's Redis key prefix (Tower's --redis-key). */
   key: string
   log: (line: string) => void
@@ -28,6 +31,14 @@ export interface Fault {
   failover: boolean
   /** The fault stops the second instance and starts it again (its clients' reconnects are not drops). */
   restartsB: boolean
+  /** Instance A reaches Redis through the fault relay (B straight). */
+  relayed: boolean
+  /**
+   * The fault makes A deaf for longer than its streams are kept (busDeafCloseMs): A must say so,
+   * tell its streams and close them with a retry (not drops of healthy streams; one resync per
+   * client), and be up again after the heal.
+   */
+  deafens: boolean
   /** A setup the bus must refuse at start (Tower exits naming it): the row is that refusal, nothing is published. */
   refusedAtStart?: RegExp
   /** Runs the fault and starts its recovery; resolves when the fault is over (recovery may still be under way). */
@@ -43,11 +54,19 @@ export interface FaultTimes {
   writeWindowMs: number
   /** Bound on a Sentinel failover. */
   failoverTimeoutMs: number
+  /** Instance A's latency to Redis lasts this long. */
+  latencyMs: number
+  /** Instance A half-open this long. */
+  partitionMs: number
 }
 
 const node = (ctx: FaultContext): RedisNode => {
   if (ctx.redis.node === null) throw new Error('this fault needs a single Redis node')
   return ctx.redis.node
+}
+const relay = (ctx: FaultContext): FaultRelay => {
+  if (ctx.relay === null) throw new Error('this fault needs instance A behind the fault relay')
+  return ctx.relay
 }
 const sentinel = (ctx: FaultContext): SentinelTopology => {
   if (ctx.redis.sentinel === null) throw new Error('this fault needs a Sentinel topology')
@@ -99,10 +118,29 @@ async function restartWhileBDown (ctx: FaultContext, times: FaultTimes, before: 
   await ctx.instanceB.start()
 }
 
+/** Delays what instance A sends to Redis and what comes back for `ms`, then forwards at once again. */
+async function delayFor (ctx: FaultContext, toRedisMs: number, fromRedisMs: number, ms: number): Promise<void> {
+  relay(ctx).delay(toRedisMs, fromRedisMs)
+  try {
+    await sleep(ms)
+  } finally {
+    relay(ctx).delay(0, 0)
+  }
+}
+
+/** Redis closes its side of instance A's connections (the relay's upstreams), as `CLIENT KILL` does to a client it gave up on. */
+async function killOnRedis (ctx: FaultContext): Promise<void> {
+  const addresses = [...relay(ctx).connections].map((c) => c.redisSide).filter((a) => a !== '')
+  // A connection that closed since it was listed is no client to kill.
+  for (const address of addresses) await node(ctx).command('CLIENT', 'KILL', 'ADDR', address).catch(() => undefined)
+  ctx.log(`CLIENT KILL on ${addresses.length} connection(s) of instance A`)
+}
+
 /** The issue's faults, one row each, in the order of the table. */
 export function faults (t: FaultTimes): Fault[] {
   const single = (options: NodeOptions = {}): Fault['setup'] => ({ kind: 'node', options })
-  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false, restartsB: false }
+  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false, restartsB: false, relayed: false, deafens: false }
+  const relayed = { ...plain, perSec: 20, setup: single(), relayed: true }
   return [
     { ...plain, name: 'stall-20', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 20/s`, perSec: 20, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
     { ...plain, name: 'stall-200', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 200/s`, perSec: 200, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
@@ -226,6 +264,26 @@ export function faults (t: FaultTimes): Fault[] {
         await killPrimaryAndFailOver(topology, t, ctx.log)
         await ctx.instanceB.start()
       }
-    }
+    },
+    { ...relayed, name: 'latency-200', title: `instance A: 200 ms each way to Redis for ${t.latencyMs / 1000} s`, inject: async (ctx) => { await delayFor(ctx, 200, 200, t.latencyMs) } },
+    { ...relayed, name: 'latency-to-redis', title: `instance A: 1.5 s toward Redis, 0 back, for ${t.latencyMs / 1000} s`, inject: async (ctx) => { await delayFor(ctx, 1500, 0, t.latencyMs) } },
+    { ...relayed, name: 'latency-from-redis', title: `instance A: 0 toward Redis, 1.5 s back, for ${t.latencyMs / 1000} s`, inject: async (ctx) => { await delayFor(ctx, 0, 1500, t.latencyMs) } },
+    {
+      ...relayed,
+      name: 'half-open',
+      title: `instance A half-open ${t.partitionMs / 1000} s (sockets wedged, Redis drops its side)`,
+      deafens: true,
+      inject: async (ctx) => {
+        relay(ctx).halfOpen()
+        try {
+          await killOnRedis(ctx)
+          await sleep(t.partitionMs)
+        } finally {
+          relay(ctx).heal()
+        }
+      }
+    },
+    { ...relayed, name: 'redis-kill', title: 'Redis drops instance A\'s connections (CLIENT KILL)', inject: killOnRedis },
+    { ...relayed, name: 'reset', title: 'instance A\'s connections to Redis reset (the relay destroys them)', inject: async (ctx) => { relay(ctx).drop() } }
   ]
 }

@@ -28,22 +28,31 @@ export interface ChaosRow {
   clientsAway: number
   /** Streams the server ended under a client that kept reading (each reconnect counts). */
   streamsDropped: number
+  /** Of instance A's, the streams it closed while deaf (a deafening fault: told and closed with a retry, by design); 0 elsewhere. */
+  deafClosed: number
   /** From the first failed notify to the next acknowledged one (0: none failed; null: none acknowledged after). */
   publishAgainMs: number | null
-  /** The stats route of instance A, polled: states seen in order, and when it first left 'up' after the fault began. */
-  bus: { states: string[], leftUpAfterMs: number | null }
+  /**
+   * The stats route of instance A, polled: states seen in order, when it first left 'up' after the
+   * fault began, and when it first said 'up' again after the fault ended (null: not seen).
+   */
+  bus: { states: string[], leftUpAfterMs: number | null, upAgainAfterMs: number | null }
   faultMs: number
   /** Losing data is expected of this fault (then one resync per client is allowed). */
   losesData: boolean
   /** A stall of Redis: the bus must leave 'up' within 2 s. */
   stall: boolean
   failover: boolean
+  /** Instance A deaf longer than its streams are kept: detected and recovered within the bounds, one resync per client (the signal). */
+  deafens: boolean
 }
 
 export const TARGETS = {
   notifyMaxMs: 1500,
   busLeavesUpWithinMs: 2000,
-  failoverPublishAgainMs: 5000
+  failoverPublishAgainMs: 5000,
+  deafDetectedWithinMs: 5000,
+  upAgainWithinMs: 5000
 } as const
 
 export interface Verdict { target: string, met: boolean, value: string }
@@ -68,14 +77,16 @@ export function publishAgainMs (records: readonly PostRecord[]): number | null {
 export const NO_ANSWER = 'no answer'
 
 /**
- * The states seen (consecutive repeats folded) and when, after `from`, the route first answered
- * with a state other than 'up' (a route that hangs has not said so).
+ * The states seen (consecutive repeats folded), when, after `from`, the route first answered with
+ * a state other than 'up' (a route that hangs has not said so), and when, after `to`, it first
+ * answered 'up' once it had left it.
  */
-export function busStates (samples: ReadonlyArray<{ at: number, state: string }>, from: number): ChaosRow['bus'] {
+export function busStates (samples: ReadonlyArray<{ at: number, state: string }>, from: number, to: number): ChaosRow['bus'] {
   const states: string[] = []
   for (const { state } of samples) if (states[states.length - 1] !== state) states.push(state)
   const left = samples.find((s) => s.at >= from && s.state !== 'up' && s.state !== NO_ANSWER)
-  return { states, leftUpAfterMs: left === undefined ? null : left.at - from }
+  const again = left === undefined ? undefined : samples.find((s) => s.at >= Math.max(to, left.at) && s.state === 'up')
+  return { states, leftUpAfterMs: left === undefined ? null : left.at - from, upAgainAfterMs: again === undefined ? null : again.at - to }
 }
 
 /** [resyncs, clients] pairs → the most and the mean. */
@@ -96,7 +107,7 @@ export function judge (row: ChaosRow): Verdict[] {
       met: row.notifyDuringFault.maxMs !== null && row.notifyDuringFault.maxMs <= TARGETS.notifyMaxMs,
       value: row.notifyDuringFault.maxMs === null ? 'no notify' : `${row.notifyDuringFault.maxMs} ms`
     },
-    row.losesData
+    row.losesData || row.deafens
       ? { target: 'resyncs <= 1 per client', met: row.resyncs.max <= 1, value: String(row.resyncs.max) }
       : { target: 'resyncs = 0 (nothing lost)', met: row.resyncs.max === 0, value: String(row.resyncs.max) }
   ]
@@ -107,6 +118,13 @@ export function judge (row: ChaosRow): Verdict[] {
   if (row.failover) {
     const again = row.publishAgainMs
     verdicts.push({ target: `publishing again within ${TARGETS.failoverPublishAgainMs} ms`, met: again !== null && again <= TARGETS.failoverPublishAgainMs, value: again === null ? 'never' : `${again} ms` })
+  }
+  if (row.deafens) {
+    const { leftUpAfterMs: left, upAgainAfterMs: again } = row.bus
+    verdicts.push(
+      { target: `deaf said within ${TARGETS.deafDetectedWithinMs} ms`, met: left !== null && left <= TARGETS.deafDetectedWithinMs, value: left === null ? 'stayed up' : `${left} ms` },
+      { target: `up again within ${TARGETS.upAgainWithinMs} ms of the heal`, met: again !== null && again <= TARGETS.upAgainWithinMs, value: again === null ? 'never' : `${again} ms` }
+    )
   }
   return verdicts
 }

@@ -24,11 +24,11 @@ const load = (l: number[]): string => l.map((n) => n.toFixed(2)).join(' / ')
 export function chaosMarkdown (results: ChaosResults): string {
   const { machine } = results
   const table = markdownTable(
-    ['fault', 'rate/s', 'acked', 'acked then lost silently', 'resyncs per client (max / mean)', 'late deliveries', 'notify p99 / max ms', 'healthy streams dropped', 'publishing again after ms', 'bus state seen (left up after ms)', 'targets'],
+    ['fault', 'rate/s', 'acked', 'acked then lost silently', 'resyncs per client (max / mean)', 'late deliveries', 'notify p99 / max ms', 'healthy streams dropped (+ closed deaf)', 'publishing again after ms', 'bus state seen (left up / up again after ms)', 'targets'],
     results.rows.map((r) => [
       r.title, String(r.perSec), String(r.acknowledged), String(r.lostSilently), `${r.resyncs.max} / ${r.resyncs.mean.toFixed(2)}`, String(r.late),
-      `${ms(r.notifyDuringFault.p99Ms)} / ${ms(r.notifyDuringFault.maxMs)}`, String(r.streamsDropped), ms(r.publishAgainMs),
-      `${r.bus.states.join(' → ')} (${ms(r.bus.leftUpAfterMs)})`,
+      `${ms(r.notifyDuringFault.p99Ms)} / ${ms(r.notifyDuringFault.maxMs)}`, r.deafens ? `${r.streamsDropped} (+ ${r.deafClosed})` : String(r.streamsDropped), ms(r.publishAgainMs),
+      `${r.bus.states.join(' → ')} (${ms(r.bus.leftUpAfterMs)} / ${ms(r.bus.upAgainAfterMs)})`,
       r.verdicts.every((v) => v.met) ? 'met' : `NOT met: ${r.verdicts.filter((v) => !v.met).map((v) => `${v.target} (${v.value})`).join('; ')}`
     ]),
     ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left', 'left']
@@ -40,7 +40,7 @@ export function chaosMarkdown (results: ChaosResults): string {
     `${results.finishedAt}, ${results.durationS.toFixed(0)} s. ${machine.description}`,
     `Load average (1 / 5 / 15 min) before: ${load(machine.loadBefore)}, after: ${load(machine.loadAfter)}; ${machine.cpus} CPUs.`,
     '',
-    `Each row: a fresh Redis (or a primary, a replica and 3 sentinels), two Tower instances on it with ${results.rows[0]?.clients ?? '?'} tower-sse/client clients each, notifies to the first at the rate shown; every client counts what it received by sequence number. Targets: acknowledged-then-lost silently 0, late 0, healthy streams dropped 0, notify answered within ${TARGETS.notifyMaxMs} ms, bus not up within ${TARGETS.busLeavesUpWithinMs} ms of a stall, resyncs ≤ 1 per client where data is lost and 0 elsewhere, publishing again within ${TARGETS.failoverPublishAgainMs} ms after a failover.`,
+    `Each row: a fresh Redis (or a primary, a replica and 3 sentinels), two Tower instances on it (for the relay's faults, the first through a fault relay) with ${results.rows[0]?.clients ?? '?'} tower-sse/client clients each, notifies to the first at the rate shown; every client counts what it received by sequence number. Targets: acknowledged-then-lost silently 0, late 0, healthy streams dropped 0, notify answered within ${TARGETS.notifyMaxMs} ms, bus not up within ${TARGETS.busLeavesUpWithinMs} ms of a stall, resyncs ≤ 1 per client where data is lost or the first instance is deaf and 0 elsewhere, publishing again within ${TARGETS.failoverPublishAgainMs} ms after a failover; a deaf instance says so within ${TARGETS.deafDetectedWithinMs} ms and is up again within ${TARGETS.upAgainWithinMs} ms of the heal (its streams, told and closed with a retry meanwhile, are not healthy streams dropped).`,
     '',
     table,
     `Targets NOT met: ${failed} (of ${results.rows.reduce((n, r) => n + r.verdicts.length, 0)} judged).`,

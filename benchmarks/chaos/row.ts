@@ -1,3 +1,4 @@
+import { startFaultRelay, type FaultRelay } from '../lib/fault-relay'
 import { RedisNode, SentinelTopology } from '../lib/redis-topology'
 import { Population } from '../lib/clients/population'
 import { sleep, waitFor } from '../lib/processes'
@@ -33,9 +34,15 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
   const url = redis.node?.url ?? redis.sentinel?.url as string
   const towers: TowerProcess[] = []
   const populations: Population[] = []
+  let relay: FaultRelay | null = null
   try {
+    if (fault.relayed) {
+      if (redis.node === null) throw new Error(`${fault.name}: the fault relay needs a single Redis node`)
+      relay = await startFaultRelay(redis.node.port)
+    }
     const towerOptions = { cli: plan.cli, workers: 1, redisUrl: url, flags: ['--redis-key', KEY, '--max-clients', String(plan.clientsPerInstance * 2)] }
-    for (let i = 0; i < 2; i++) towers.push(await TowerProcess.start(towerOptions))
+    towers.push(await TowerProcess.start({ ...towerOptions, redisUrl: relay?.url ?? url }))
+    towers.push(await TowerProcess.start(towerOptions))
     for (const tower of towers) {
       const population = Population.spawn(plan.clientsPerInstance, plan.clientsPerInstance, 0)
       populations.push(population)
@@ -46,6 +53,7 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
     const ctx: FaultContext = {
       redis,
       towers: [towers[0], towers[1]],
+      relay,
       key: KEY,
       log,
       instanceB: {
@@ -141,19 +149,22 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
       late: sum((k) => k.account.totals.unexpected),
       resyncs: resyncSummary([...pairs]),
       notifyDuringFault: answerTimes(records, faultStart, faultEnd + plan.afterMs),
-      // The clients of an instance the fault restarted reconnect by design: not drops.
+      // The clients of an instance the fault restarted, or of A while deaf, reconnect by design: not drops.
       clientsAway,
-      streamsDropped: kind.reduce((total, k, i) => total + (i === 1 && fault.restartsB ? 0 : k.reopens.length), 0),
+      streamsDropped: kind.reduce((total, k, i) => total + ((i === 1 && fault.restartsB) || (i === 0 && fault.deafens) ? 0 : k.reopens.length), 0),
+      deafClosed: fault.deafens ? kind[0].reopens.length : 0,
       publishAgainMs: publishAgainMs(records),
-      bus: busStates(samples, faultStart),
+      bus: busStates(samples, faultStart, faultEnd),
       faultMs: faultEnd - faultStart,
       losesData: fault.losesData,
       stall: fault.stall,
-      failover: fault.failover
+      failover: fault.failover,
+      deafens: fault.deafens
     }
   } finally {
     await Promise.all(populations.map((p) => p.exit()))
     for (const tower of towers) tower.stop()
+    await relay?.close()
     if (redis.node !== null) await redis.node.stop()
     else await redis.sentinel.stop()
   }

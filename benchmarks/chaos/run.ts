@@ -1,5 +1,5 @@
 /**
- * `npm run bench:chaos [-- --quick]`: the Redis bus under the faults of issue 19, one row each,
+ * `npm run bench:chaos [-- --quick]`: the Redis bus under the faults of issues 19 and 31, one row each,
  * against real redis-server / sentinel and Tower processes on free loopback ports, all stopped at
  * the end (and on Ctrl-C). Results: benchmarks/results/chaos.{json,md,svg} (--quick: results/tmp/).
  */
