@@ -103,6 +103,7 @@ t.test('every contender serves real SSE events that eventsource-parser reads', a
 t.test('the command line picks the plan and names what it refuses', async (t) => {
   t.same(parseArgs([]).plan, FULL_PLAN)
   t.same(parseArgs(['--quick']).plan, QUICK_PLAN)
+  t.same([parseArgs([]).help, parseArgs(['--help']).help, parseArgs(['-h']).help], [false, true, true], '--help asks for the usage only')
   const custom = parseArgs(['--quick', '--profile', '--rounds=2', '--clients=5,50', '--contenders=raw,tower-sse', '--bursts=1,5', '--burst-from=loop', '--out=/tmp/x'])
   t.equal(custom.plan.rounds, 2)
   t.same(custom.plan.burst, { ...QUICK_PLAN.burst, sizes: [1, 5], from: 'loop' })
@@ -122,7 +123,7 @@ t.test('the command line picks the plan and names what it refuses', async (t) =>
 
   const cli = spawnSync(process.execPath, [...process.execArgv, path.join(__dirname, '../benchmarks/fanout/run.ts'), '--fast'], { encoding: 'utf8' })
   t.equal(cli.status, 1, 'the command exits 1 on a bad argument')
-  t.match(cli.stderr, /\[fanout\] unknown or malformed argument "--fast"\nusage: run \[--quick\]/)
+  t.match(cli.stderr, /\[fanout\] unknown or malformed argument "--fast"\nusage: run \[--help\] \[--quick\]/)
 })
 
 t.test('rounds combine into medians; delivery keeps its worst round', async (t) => {

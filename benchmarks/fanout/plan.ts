@@ -71,9 +71,11 @@ export interface RunArgs {
   outDir: string | null
   /** Measure nothing: redraw fanout.md and fanout.svg from the fanout.json already there. */
   render: boolean
+  /** Print the usage and run nothing. */
+  help: boolean
 }
 
-const USAGE = 'usage: run [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--bursts=1,10,50] [--burst-from=callbacks|loop] [--out=DIR] [--force] | run --render [--out=DIR]'
+export const USAGE = 'usage: run [--help] [--quick] [--profile] [--rounds=3] [--clients=1000,10000] [--contenders=raw,tower-sse,…] [--bursts=1,10,50] [--burst-from=callbacks|loop] [--out=DIR] [--force] | run --render [--out=DIR]'
 
 function positiveIntegers (flag: string, text: string): number[] {
   const values = text.split(',').map((part) => Number(part))
@@ -99,9 +101,11 @@ export function parseArgs (argv: string[]): RunArgs {
   const plan: FanoutPlan = { ...base, contenders: [...base.contenders], clients: [...base.clients], burst: { ...base.burst, sizes: [...base.burst.sizes] } }
   let outDir: string | null = null
   let render = false
+  let help = false
   for (const arg of argv) {
     const [flag, value] = arg.split(/=(.*)/s, 2)
     if (arg === '--quick') continue
+    else if (arg === '--help' || arg === '-h') help = true
     else if (arg === '--render') render = true
     else if (flag === '--profile' && value === undefined) plan.profile = true
     else if (flag === '--clients' && value !== undefined) plan.clients = positiveIntegers(flag, value)
@@ -112,5 +116,5 @@ export function parseArgs (argv: string[]): RunArgs {
     else if (flag === '--out' && value !== undefined && value !== '') outDir = value
     else throw new Error(`unknown or malformed argument "${arg}"\n${USAGE}`)
   }
-  return { plan, outDir, render }
+  return { plan, outDir, render, help }
 }

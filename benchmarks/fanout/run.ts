@@ -11,7 +11,7 @@ import { repoRoot } from '../lib/repo-root'
 import { AB_MAX_STREAMS, measureMetricsAB } from './metrics-ab'
 import { measureCase, type MeasuredCase } from './case'
 import { areas, topFrames, type CpuProfile, type FrameTime } from './cpu-profile'
-import { parseArgs, type FanoutPlan } from './plan'
+import { parseArgs, USAGE, type FanoutPlan } from './plan'
 import { combineRounds } from '../lib/fanout/rounds'
 import { fanoutResults, writeFanoutReport, type FanoutResults } from './report'
 
@@ -83,7 +83,11 @@ function logProfile (profileFile: string, log: Log): void {
 
 async function main (): Promise<void> {
   const { force, argv } = takeForce(process.argv.slice(2))
-  const { plan, outDir, render } = parseArgs(argv)
+  const { plan, outDir, render, help } = parseArgs(argv)
+  if (help) {
+    process.stdout.write(USAGE)
+    return
+  }
   // A quick run is a smoke test: it must not replace the full run's committed results.
   const results = path.join(repoRoot(__dirname), 'benchmarks', 'results')
   const dir = outDir ?? (plan.name === 'quick' ? path.join(results, 'tmp') : results)
