@@ -1,9 +1,13 @@
 import t, { type Test } from 'tap'
 import { Cluster } from 'ioredis'
 import { RedisCluster } from '../benchmarks/lib/redis-cluster'
+import { waitFor as pollUntil } from '../benchmarks/lib/wait-for'
 import { instance, open, received } from './fixtures/bus-instances'
 import { startApp, type TestApp } from './fixtures/app'
-import { waitFor, type SseConnection } from './fixtures/sse-connection'
+import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
+import { notify, request } from './fixtures/tower'
+import { runCli } from './fixtures/tower-cli'
+import type { TowerStats } from '../lib/tower/stats-route'
 
 // The Redis bus on a real 3-node Redis Cluster (issue 31, item 8): every key of the bus in one
 // hash slot, a Cluster client from redis+cluster://, and the slot moved while publishing.
@@ -81,6 +85,29 @@ t.test('an ioredis Cluster passed in: the bus runs on it and a duplicate, and ne
   await a.app.close()
   t.equal(client.status, 'ready', 'the app\'s Cluster is still open')
   t.equal(await client.ping(), 'PONG')
+})
+
+t.test('Tower on a redis+cluster:// URL: notify reaches the stream, and the instance board (several keys at once) works', async (t) => {
+  const cli = runCli(['--redis', cluster.url, '--redis-key', 'tower-c'], { PORT: '0' }, { built: true })
+  t.teardown(() => cli.child.kill('SIGKILL'))
+  const line = await cli.line(/tower: listening on/)
+  const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(line)?.[1])
+  t.match(line, `bus ${cluster.url}`, 'the start-up line names the cluster')
+  const stream = await connect(port)
+  t.teardown(() => stream.destroy())
+  await stream.nextEvent(0)
+  t.equal((await notify(port, { type: 'ci', title: 'on the cluster', body: '' })).status, 200)
+  await waitFor('the event on the stream', () => stream.events.length === 2, 15_000)
+  let stats: TowerStats | undefined
+  await pollUntil('the instance board to list this instance', async () => {
+    stats = JSON.parse((await request(port, 'GET', '/api/events/stats')).body) as TowerStats
+    return stats.instances?.length === 1
+  }, 15_000)
+  t.same([stats?.bus.state, stats?.instances?.map((i) => i.bus)], ['up', ['up']])
+  // The board lists this instance even when Redis cannot be read: its report must be in Redis.
+  const board = '{tower-c}:instances'
+  const owner = await cluster.ownerOf(await cluster.slotOf(board))
+  await pollUntil('the report in Redis', async () => Number(await cluster.command(owner, 'SCARD', board)) === 1, 15_000)
 })
 
 t.test('the bus\'s slot migrated while both instances publish: no refusal left after it, every acknowledged event delivered once in order, the new node\'s facts learnt, the bus up', async (t) => {
