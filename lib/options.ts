@@ -360,7 +360,7 @@ function redisOption (value: unknown): string | RedisClientLike | undefined {
       parseRedisUrl(value)
     } catch (error) {
       if (!(error instanceof RedisUrlError)) throw error
-      throw new TowerSseOptionError('redis', shown, `${error.expected}, or an ioredis client`)
+      throw new TowerSseOptionError('redis', shown, `${error.expected}, or an ioredis client or Cluster`)
     }
     try {
       require.resolve('ioredis')
@@ -372,7 +372,7 @@ function redisOption (value: unknown): string | RedisClientLike | undefined {
   const client = value as Partial<Record<keyof RedisClientLike, unknown>> | null
   if (typeof client !== 'object' || client === null || typeof client.duplicate !== 'function' ||
     typeof client.evalsha !== 'function' || typeof client.status !== 'string') {
-    throw new TowerSseOptionError('redis', value, 'a redis://, rediss:// or redis+sentinel:// URL, or an ioredis client')
+    throw new TowerSseOptionError('redis', value, 'a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL, or an ioredis client or Cluster')
   }
   return value as RedisClientLike
 }

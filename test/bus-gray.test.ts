@@ -28,7 +28,7 @@ t.test('Redis stalled: broadcast settles with a coded error, the bus leaves up, 
   await a.app.sse.broadcast({ n: 4 })
   await waitFor('the event after the stall', () => received(live).at(-1) === 4)
   t.same(received(live), [0, 4], 'the publishes queued behind the stall ran past their deadline: Redis refused them')
-  t.equal(await redis.command('XLEN', `${key}:stream`), 3, 'the marker, 0 and 4: nothing else landed')
+  t.equal(await redis.command('XLEN', `{${key}}:stream`), 3, 'the marker, 0 and 4: nothing else landed')
 })
 
 t.test('an instance paused while the stream is trimmed past its cursor: its streams resync, no silent skip', async (t) => {
@@ -47,7 +47,7 @@ t.test('an instance paused while the stream is trimmed past its cursor: its stre
   for (let n = 1; n <= 1500; n += 100) {
     await Promise.all(Array.from({ length: 100 }, (_, i) => a.app.sse.broadcast({ n: n + i })))
   }
-  t.ok(Number(await redis.command('XLEN', `${key}:stream`)) < 1500, 'the stream was trimmed past B')
+  t.ok(Number(await redis.command('XLEN', `{${key}}:stream`)) < 1500, 'the stream was trimmed past B')
   proxy.resume()
   await a.app.sse.broadcast({ n: 1501 })
   await waitFor('B to catch up', () => received(onB).at(-1) === 1501, 10_000)
@@ -95,7 +95,7 @@ t.test('publishes in flight are bounded: beyond maxPendingPublishes refused at o
   proxy.resume()
   // The watchdog's TIME went after both scripts on the same connection: answered, they were run (or refused).
   await waitFor('the bus to be up again', () => b.app.sse.stats().bus.state === 'up')
-  t.equal(await redis.command('XLEN', `g${keys}:stream`), 1, 'only the marker: Redis refused both when they reached it')
+  t.equal(await redis.command('XLEN', `{g${keys}}:stream`), 1, 'only the marker: Redis refused both when they reached it')
 })
 
 t.test('evictable keys: allkeys-* refuses the register with a coded error naming the setting; volatile-* is fine', async (t) => {

@@ -67,7 +67,7 @@ t.test('an entry deleted from the middle of the stream: a resume across the hole
   const a = await instance(t, redis.url, key)
   const ids: string[] = []
   for (let n = 0; n < 6; n++) ids.push((await a.app.sse.broadcast({ n })).id)
-  await redis.command('XDEL', `${key}:stream`, ids[3].split('-').slice(1).join('-'))
+  await redis.command('XDEL', `{${key}}:stream`, ids[3].split('-').slice(1).join('-'))
   const fresh = await instance(t, redis.url, key)
   const across = await open(t, fresh, { 'last-event-id': ids[1] })
   t.equal((await across.nextEvent(0)).event, 'resync', 'found its id, but not every event after it')
@@ -81,8 +81,8 @@ t.test('ids going backwards inside an epoch: publishes settle, streams resync, d
   const { redis, key, a, live } = await liveInstance(t)
   let lastId = ''
   for (let n = 0; n < 3; n++) lastId = (await a.app.sse.broadcast({ n })).id
-  const stream = `${key}:stream`
-  const meta = `${key}:meta`
+  const stream = `{${key}}:stream`
+  const meta = `{${key}}:meta`
   const seq = await redis.command('HGET', meta, 's') as string
   // An entry stamped an hour ahead (a primary whose clock ran ahead), delivered, then lost in a failover.
   const epoch = await redis.command('HGET', meta, 'e') as string
@@ -108,7 +108,7 @@ t.test('a sequence number met again inside an epoch: never silently dropped, the
   const { redis, key, a, live } = await liveInstance(t)
   for (let n = 0; n < 3; n++) await a.app.sse.broadcast({ n })
   // The counter one behind the stream (restored apart from it): the next publish reuses the last number.
-  await redis.command('HINCRBY', `${key}:meta`, 's', -1)
+  await redis.command('HINCRBY', `{${key}}:meta`, 's', -1)
   const reused = await a.app.sse.broadcast({ n: 3 })
   t.equal(reused.delivered, 0, 'settled as published, not delivered under a number already used')
   await a.app.sse.broadcast({ n: 4 })

@@ -16,7 +16,7 @@ let keys = 0
 t.before(async () => { redis = await startRedis() })
 t.teardown(() => redis.stop())
 
-/** Each test its own stream on the one server: `<key>:stream`, `<key>:epoch`. */
+/** Each test its own stream on the one server: `{<key>}:stream`, `{<key>}:meta`. */
 function freshKey (): string {
   return `t${++keys}`
 }
@@ -198,7 +198,7 @@ t.test('an idempotency key lives idempotencyWindowMs in Redis, no longer', async
   t.teardown(() => b.close())
   await b.subscribe(() => 1, () => {})
   await b.publish({ data: 'once', idempotencyKey: 'k-1' })
-  const keys = await redis.command('KEYS', `${key}*`) as string[]
+  const keys = await redis.command('KEYS', `{${key}}*`) as string[]
   const ttls = await Promise.all(keys.map(async (k) => Number(await redis.command('PTTL', k))))
   const expiring = ttls.filter((ms) => ms >= 0)
   t.equal(expiring.length, 1, `one key with a TTL among ${keys.join(', ')}: the idempotency key (stream and meta have none)`)

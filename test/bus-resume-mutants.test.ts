@@ -63,7 +63,7 @@ t.test('entries deleted around the client\'s id: the read cannot prove continuit
   const ids = await publish(a, 10)
   // A new instance's ring starts at the newest event: a resume from 5 must read Redis.
   const late = await instance(t, { redisKey: key, historyMaxEvents: 20 })
-  t.equal(await redis.command('XDEL', `${key}:stream`, ...[4, 5, 6].map((n) => streamIdOf(ids[n]))), 3)
+  t.equal(await redis.command('XDEL', `{${key}}:stream`, ...[4, 5, 6].map((n) => streamIdOf(ids[n]))), 3)
   const resumed = await connect(late.port, '/api/events', { 'last-event-id': ids[5] })
   t.teardown(() => resumed.destroy())
   await resumed.nextEvent(0)

@@ -58,7 +58,7 @@ t.test('Idempotency-Key is the producer\'s: another producer\'s same key publish
   const other = await notify(withToken.port, { ...note, title: 'Build FAILED twice' }, undefined, auth)
   t.equal(other.status, 409)
   t.match(JSON.parse(other.body), { code: 'TOWER_SSE_IDEMPOTENCY_CONFLICT', message: /idempotencyKey "ci-build-42" was already used for a different event/ })
-  const keys = await redis.command('KEYS', 'k3:idem:*') as string[]
+  const keys = await redis.command('KEYS', '{k3}:idem:*') as string[]
   t.equal(keys.length, 2, 'one stored key per producer')
   t.notOk(keys.some((key) => key.includes(secret)), 'the token is never stored, only its hash')
 })
@@ -70,7 +70,7 @@ t.test('Redis stalled: notify answers 503 + Retry-After, and the stats route ans
   const tower = await startTower({ redis: stalled.url, redisKey: 'k2' })
   t.teardown(() => tower.app.close())
   // Its instance board connected and reporting (it reports once a second), so the listing waits on the stall.
-  for (let tries = 0; await stalled.command('SCARD', 'k2:instances') === 0; tries++) {
+  for (let tries = 0; await stalled.command('SCARD', '{k2}:instances') === 0; tries++) {
     if (tries === 50) throw new Error('the instance board never reported to Redis')
     await new Promise((resolve) => setTimeout(resolve, 100))
   }

@@ -117,8 +117,8 @@ if (canRunBrowserTests(t)) {
       'zz-null': 'null'
     }
     for (const [id, value] of Object.entries(entries)) {
-      await redis.command('SET', `${redisKey}:instance:${id}`, value, 'PX', 60_000)
-      await redis.command('SADD', `${redisKey}:instances`, id)
+      await redis.command('SET', `{${redisKey}}:instance:${id}`, value, 'PX', 60_000)
+      await redis.command('SADD', `{${redisKey}}:instances`, id)
     }
     const withHostile = await rowsUntil(page, 'the hostile entry', (r) => r.some((row) => row.host === markup))
     const pids = withHostile.map((row) => row.pid)
@@ -126,7 +126,7 @@ if (canRunBrowserTests(t)) {
     t.equal(await page.locator('#instances img, #instances b').count(), 0, 'no element made from an entry')
     t.not(await page.title(), 'pwned')
     t.equal(await page.locator('#stats-note').isHidden(), true, 'the stats kept answering')
-    for (const id of Object.keys(entries)) await redis.command('DEL', `${redisKey}:instance:${id}`)
+    for (const id of Object.keys(entries)) await redis.command('DEL', `{${redisKey}}:instance:${id}`)
 
     await redis.kill()
     await page.locator('#bus-state[data-state="down"]').waitFor({ timeout: WAIT_MS })

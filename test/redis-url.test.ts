@@ -20,7 +20,8 @@ t.test('the whole userinfo is hidden, however many @ and : it holds', async () =
   const forms: Array<(userinfo: string) => [string, string]> = [
     (userinfo) => [`redis://${userinfo}@cache.internal:6379/2`, 'redis://***@cache.internal:6379/2'],
     (userinfo) => [`rediss://${userinfo}@[::1]:6380`, 'rediss://***@[::1]:6380'],
-    (userinfo) => [`redis+sentinel://${userinfo}@h1:26379,h2:26379/mymaster?db=1`, 'redis+sentinel://***@h1:26379,h2:26379/mymaster?db=1']
+    (userinfo) => [`redis+sentinel://${userinfo}@h1:26379,h2:26379/mymaster?db=1`, 'redis+sentinel://***@h1:26379,h2:26379/mymaster?db=1'],
+    (userinfo) => [`redis+cluster://${userinfo}@h1:7000,h2:7001`, 'redis+cluster://***@h1:7000,h2:7001']
   ]
   fc.assert(fc.property(piece, fc.option(piece, { nil: undefined }), fc.constantFrom(...forms), (user, password, form) => {
     const [url, redacted] = form(password === undefined ? user : `${user}:${password}`)
@@ -59,4 +60,18 @@ t.test('credentials set through the URL API (percent-encoded by it) are hidden w
     url.password = password
     return redactRedisUrl(url.href) === 'redis://***@cache.internal:6379/1'
   }), { numRuns: 300 })
+})
+
+t.test('the Cluster form: its nodes, credentials and TLS; nothing after the nodes; shown without its password', async (t) => {
+  t.same(parseRedisUrl('redis+cluster://10.0.0.1:7000,[::1]:7001,node-3:7002'), {
+    kind: 'cluster', nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '::1', port: 7001 }, { host: 'node-3', port: 7002 }], tls: false
+  })
+  t.same(parseRedisUrl('rediss+cluster://app:p%40ss@h:1/'), { kind: 'cluster', nodes: [{ host: 'h', port: 1 }], tls: true, username: 'app', password: 'p@ss' })
+  t.throws(() => parseRedisUrl('redis+cluster://h:1/0'), { message: 'the Redis URL must be a redis+cluster:// URL with nothing after its nodes (no path, no parameters)' })
+  t.throws(() => parseRedisUrl('redis+cluster://h:1?password=x'), { message: /with nothing after its nodes/ })
+  t.throws(() => parseRedisUrl('redis+cluster://h:1,h'), { message: 'the Redis URL must be a redis+cluster:// URL whose nodes are host:port, not "h"' })
+  t.throws(() => parseRedisUrl('redis+cluster://h:70000'), { message: 'the Redis URL must be a redis+cluster:// URL whose node ports are 1-65535, not "h:70000"' })
+  t.throws(() => parseRedisUrl('redis+cluster://u:%zz@h:1'), { message: /redis\+cluster:\/\/ URL with valid percent-encoding in its password/ })
+  t.equal(redactRedisUrl('redis+cluster://app:s3cret@h:1,h:2'), 'redis+cluster://***@h:1,h:2')
+  t.equal(redactRedisUrl('redis+cluster://app:s3cret@h:1/x'), 'redis+cluster://…')
 })

@@ -27,7 +27,7 @@ t.test('--workers > 1 without --redis is a configuration error naming the settin
   t.throws(() => parseConfig(['--workers', '4'], {}), { name: 'TowerConfigError', message: /^--workers 4 needs --redis \(or TOWER_REDIS_URL\)/ })
   t.throws(() => parseConfig([], { TOWER_WORKERS: '2' }), { message: /^TOWER_WORKERS 2 needs --redis/ })
   t.throws(() => parseConfig(['--workers', '0', '--redis', redis.url], {}), { message: '--workers must be between 1 and 64, got 0' })
-  t.throws(() => parseConfig(['--redis', 'http://u:secret@host'], {}), { message: /^--redis: option "redis" must be a redis:\/\/, rediss:\/\/ or redis\+sentinel:\/\/ URL, or an ioredis client, got "http:\/\/…"$/ })
+  t.throws(() => parseConfig(['--redis', 'http://u:secret@host'], {}), { message: /^--redis: option "redis" must be a redis:\/\/, rediss:\/\/, redis\+sentinel:\/\/ or redis\+cluster:\/\/ URL, or an ioredis client or Cluster, got "http:\/\/…"$/ })
   const config = parseConfig([], { TOWER_WORKERS: '3', TOWER_REDIS_URL: redis.url })
   t.same([config.workers, config.sse.redis], [3, redis.url], 'from the environment too')
   t.equal(parseConfig([], {}).workers, 1, 'one process by default')

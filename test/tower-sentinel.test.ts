@@ -21,7 +21,7 @@ t.test('the Sentinel URL form: sentinels, master name, credentials and db', asyn
   t.same(parseRedisUrl('redis+sentinel://:secret@h:1/m'), { kind: 'sentinel', sentinels: [{ host: 'h', port: 1 }], name: 'm', tls: false, db: 0, password: 'secret' }, 'a password without a user name')
   t.same(parseRedisUrl('rediss://u:p@h:6380/2'), { kind: 'server', url: 'rediss://u:p@h:6380/2' }, 'redis:// and rediss:// pass through to ioredis')
   const wrong: Array<[string, RegExp]> = [
-    ['http://h:1/m', /^the Redis URL must be a redis:\/\/, rediss:\/\/ or redis\+sentinel:\/\/ URL$/],
+    ['http://h:1/m', /^the Redis URL must be a redis:\/\/, rediss:\/\/, redis\+sentinel:\/\/ or redis\+cluster:\/\/ URL$/],
     ['redis+sentinel://h:1', /with \/mastername after the sentinels$/],
     ['redis+sentinel://h:1,h/m', /whose sentinels are host:port, not "h"$/],
     ['redis+sentinel://h:1,,h:2/m', /whose sentinels are host:port, not ""$/],
@@ -42,7 +42,7 @@ t.test('passwords never reach a log line or an error', async (t) => {
   t.equal(redactRedisUrl('redis+sentinel://app:s3cret@h:1,h:2/m?db=1&sentinelPassword=t0p'), 'redis+sentinel://***@h:1,h:2/m?db=1&sentinelPassword=***')
   t.throws(() => parseConfig(['--redis', 'redis+sentinel://u:s3cret@h:1/a b'], {}), {
     name: 'TowerConfigError',
-    message: '--redis: option "redis" must be a redis+sentinel:// URL whose master name is 1-100 characters of A-Z a-z 0-9 . _ : -, not "a b", or an ioredis client, got "redis+sentinel://…"'
+    message: '--redis: option "redis" must be a redis+sentinel:// URL whose master name is 1-100 characters of A-Z a-z 0-9 . _ : -, not "a b", or an ioredis client or Cluster, got "redis+sentinel://…"'
   })
   t.throws(() => parseConfig([], { TOWER_REDIS_URL: 'redis+sentinel://h:1/m?sentinelPassword=s3cret&db=x' }), { message: /^TOWER_REDIS_URL: .*whose db is .*got "redis\+sentinel:\/\/…"$/ })
   t.equal(parseConfig(['--redis', 'redis+sentinel://h:1,h:2/m'], {}).sse.redis, 'redis+sentinel://h:1,h:2/m', 'a valid one is kept as given')

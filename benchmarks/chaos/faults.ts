@@ -247,7 +247,7 @@ export function faults (t: FaultTimes): Fault[] {
         await pauseReplica(topology, t.writeWindowMs + 500)
         // An entry stamped a minute ahead (a primary whose clock ran fast), shaped like the last one.
         const primary = topology.node(await topology.primaryPort())
-        const stream = `${ctx.key}:stream`
+        const stream = `{${ctx.key}}:stream`
         const [last] = await primary.command('XREVRANGE', stream, '+', '-', 'COUNT', 1) as Array<[string, string[]]>
         if (last === undefined) throw new Error('clock-ahead: the stream is empty')
         const fields = last[1].slice()
@@ -258,7 +258,7 @@ export function faults (t: FaultTimes): Fault[] {
         // As the bus's script would write it on that primary: the epoch's next sequence number,
         // counted in its meta hash too (a copy of the last one's would be a rollback of its own).
         const n = fields.indexOf('n')
-        if (n !== -1) fields[n + 1] = String(await primary.command('HINCRBY', `${ctx.key}:meta`, 's', 1))
+        if (n !== -1) fields[n + 1] = String(await primary.command('HINCRBY', `{${ctx.key}}:meta`, 's', 1))
         await primary.command('XADD', stream, `${Date.now() + 60_000}-0`, ...fields)
         await sleep(t.writeWindowMs)
         await killPrimaryAndFailOver(topology, t, ctx.log)

@@ -1,8 +1,7 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
-import type { Redis } from 'ioredis'
 import type { SseStats } from '..'
-import { backoffDelayMs, createRedisConnection, RESTART_ATTEMPT, restartWhenEnded, type RandomSource } from '../internal'
+import { backoffDelayMs, createRedisConnection, keyPrefix, RESTART_ATTEMPT, restartWhenEnded, type RandomSource, type RedisConnection } from '../internal'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
@@ -54,7 +53,7 @@ function parseInstance (text: string): InstanceStats | null {
  */
 export class InstanceBoard {
   readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
-  private readonly redis: Redis
+  private readonly redis: RedisConnection
   private readonly setKey: string
   private readonly stopRestart: () => void
 
@@ -63,11 +62,11 @@ export class InstanceBoard {
     this.redis = createRedisConnection(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (n) => backoffDelayMs(n, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS) })
     this.redis.on('error', () => {})
     this.stopRestart = restartWhenEnded(this.redis, () => backoffDelayMs(RESTART_ATTEMPT, random, RECONNECT_BASE_MS, RECONNECT_CAP_MS))
-    this.setKey = `${key}:instances`
+    this.setKey = `${keyPrefix(key)}:instances`
   }
 
   private instanceKey (id: string): string {
-    return `${this.key}:instance:${id}`
+    return `${keyPrefix(this.key)}:instance:${id}`
   }
 
   async report (now = Date.now()): Promise<void> {

@@ -1,4 +1,4 @@
-import type { Redis, RedisOptions } from 'ioredis'
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../../shared/backoff'
 import { parseRedisUrl } from './url'
 
@@ -9,17 +9,43 @@ import { parseRedisUrl } from './url'
  */
 export const DISCONNECT_TIMEOUT_MS = 200
 
+/** A connection to one server (through Sentinel or not) or to a Redis Cluster: both answer the same commands. */
+export type RedisConnection = Redis | Cluster
+
+export function isCluster (connection: RedisConnection): connection is Cluster {
+  return (connection as Cluster).isCluster === true
+}
+
+/**
+ * The options of a Cluster client whose node connections get `node`: the offline queue and the
+ * lazy connect are the Cluster's own (its connections to the nodes queue nothing either), the
+ * reconnect policy is the Cluster's too when every node is gone.
+ */
+function clusterOptions (node: RedisOptions): ClusterOptions {
+  return {
+    lazyConnect: node.lazyConnect ?? false,
+    enableOfflineQueue: node.enableOfflineQueue ?? true,
+    ...(node.retryStrategy === undefined ? {} : { clusterRetryStrategy: node.retryStrategy }),
+    redisOptions: node
+  }
+}
+
 /**
  * A new ioredis client for the URL with `options` on top (the caller's reconnect policy, offline
  * queue…): the one place that turns the `redis` option into a connection, for the bus and for
  * Tower's instance board alike. The client is created, not connected (unless options say so).
  */
-export function createRedisConnection (url: string, rest: RedisOptions): Redis {
+export function createRedisConnection (url: string, rest: RedisOptions): RedisConnection {
   const options: RedisOptions = { disconnectTimeout: DISCONNECT_TIMEOUT_MS, ...rest }
   // ioredis is an optional peer dependency: loaded only when a URL is given.
-  const RedisClient = (require('ioredis') as typeof import('ioredis')).Redis
+  const ioredis = require('ioredis') as typeof import('ioredis')
+  const RedisClient = ioredis.Redis
   const target = parseRedisUrl(url)
   if (target.kind === 'server') return new RedisClient(url, options)
+  if (target.kind === 'cluster') {
+    const { nodes, tls, username, password } = target
+    return new ioredis.Cluster(nodes, clusterOptions({ ...options, username, password, ...(tls ? { tls: {} } : {}) }))
+  }
   const { sentinels, name, tls, db, username, password, sentinelUsername, sentinelPassword } = target
   return new RedisClient({
     ...options,
@@ -47,7 +73,7 @@ export const RESTART_ATTEMPT = 10
  * after `delayMs()`, each time it ends, until the returned stop() is called — before the owner
  * closes it on purpose.
  */
-export function restartWhenEnded (connection: Redis, delayMs: () => number): () => void {
+export function restartWhenEnded (connection: RedisConnection, delayMs: () => number): () => void {
   let stopped = false
   let timer: NodeJS.Timeout | undefined
   const onEnd = (): void => {
@@ -74,8 +100,8 @@ const KEEPALIVE_MS = 1000
 
 /** The bus's two connections: the publisher (the app's client when one is given) and the blocking reader, always its own. */
 export interface BusConnections {
-  publisher: Redis
-  reader: Redis
+  publisher: RedisConnection
+  reader: RedisConnection
   ownsPublisher: boolean
   /** Stops starting ended connections again (before they are closed on purpose). */
   stopRestarts: () => void
@@ -89,7 +115,7 @@ export interface BusConnections {
  * and jittered reconnects. Ended connections of ours are started again; an app's connection that
  * ended is the app's to start again.
  */
-export function openBusConnections (redis: string | Redis, random: () => number, commandDeadlineMs: number): BusConnections {
+export function openBusConnections (redis: string | RedisConnection, random: () => number, commandDeadlineMs: number): BusConnections {
   const own: RedisOptions = {
     lazyConnect: true,
     enableOfflineQueue: false,
@@ -105,15 +131,18 @@ export function openBusConnections (redis: string | Redis, random: () => number,
   }
   const ownsPublisher = typeof redis === 'string'
   const publisher = typeof redis === 'string' ? createRedisConnection(redis, own) : redis
-  // The blocking reader needs a connection of its own; it is always ours.
-  const reader = publisher.duplicate(own)
+  // The blocking reader needs a connection of its own; it is always ours. A Cluster's duplicate
+  // keeps the app's node options (its password, TLS) under ours.
+  const reader = isCluster(publisher)
+    ? publisher.duplicate([], clusterOptions({ ...publisher.options.redisOptions, ...own }))
+    : publisher.duplicate(own)
   const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
   const stops = (ownsPublisher ? [publisher, reader] : [reader]).map((connection) => restartWhenEnded(connection, restartDelay))
   return { publisher, reader, ownsPublisher, stopRestarts: () => { for (const stop of stops) stop() } }
 }
 
 /** Resolves once `connection` is ready (connecting it if it waits), rejects if it ends or is not ready within CONNECT_TIMEOUT_MS. */
-export function whenReady (connection: Redis): Promise<void> {
+export function whenReady (connection: RedisConnection): Promise<void> {
   if (connection.status === 'ready') return Promise.resolve()
   if (connection.status === 'wait') return connection.connect()
   return new Promise((resolve, reject) => {

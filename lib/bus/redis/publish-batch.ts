@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisConnection } from './connection'
 
 type Callback = (error: Error | null, reply?: unknown) => void
 /** A command ioredis's defineCommand added, called with its arguments and, last, a callback. */
@@ -24,7 +24,7 @@ interface Queued {
 export class PublishBatch {
   private queued: Queued[] = []
 
-  constructor (private readonly connection: Redis, private readonly command: string, private readonly maxBatch: number) {}
+  constructor (private readonly connection: RedisConnection, private readonly command: string, private readonly maxBatch: number) {}
 
   /** Runs the command with `args` in this turn's pipeline; settles with its own reply or error. */
   call (args: ReadonlyArray<string | number>): Promise<unknown> {

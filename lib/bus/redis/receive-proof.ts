@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisConnection } from './connection'
 
 /** A probe entry is sent this often; while the last one is not seen, this often. */
 export const PROBE_EVERY_MS = 1000
@@ -35,7 +35,7 @@ export class ReceiveProof {
    * Sends the next probe if one is due, one at a time: every PROBE_EVERY_MS, or sooner while the
    * last is not seen, so a healed connection proves itself within a moment of its first read.
    */
-  send (publisher: Redis): void {
+  send (publisher: RedisConnection): void {
     const now = this.clock()
     const every = this.silentMs() > PROBE_EVERY_MS ? PROBE_AGAIN_MS : PROBE_EVERY_MS
     if (this.inFlight || now - this.sentAt < every) return

@@ -1,13 +1,13 @@
 import { randomBytes, randomFillSync } from 'node:crypto'
-import type { Redis } from 'ioredis'
-import { openBusConnections, whenReady, CONNECT_TIMEOUT_MS } from './connection'
+import { isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type RedisConnection } from './connection'
+import { keyPrefix } from './keys'
 import { redactRedisUrl } from './url'
 import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusStartError, BusUnavailableError } from '../../errors'
 import type { Bus, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from '../bus'
 import { BUS_SCRIPT } from './script'
 import { PublishBatch } from './publish-batch'
-import { ReceiveProof } from './receive-proof'
+import { PROBE_EVERY_MS, ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
 import { monotonicNow } from '../../shared/monotonic'
 import { Continuity, judgeRange, type EpochStep } from './continuity'
@@ -17,9 +17,9 @@ import { ServerFactsReader, type ServerFacts } from './server-facts'
 import { DEAF_CLOSE_MS, RECEIVE_DEADLINE_MS, STALL_MS, Watchdog } from './watchdog'
 
 export interface RedisBusOptions {
-  /** A redis://, rediss:// or redis+sentinel:// URL (the bus owns its connections), or an ioredis client (the app owns it). */
-  redis: string | Redis
-  /** Keys used: `<key>:stream`, `<key>:meta` and `<key>:idem:<idempotency key>`. */
+  /** A redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (the bus owns its connections), or an ioredis client or Cluster (the app owns it). */
+  redis: string | RedisConnection
+  /** Keys used, all in one hash slot: `{<key>}:stream`, `{<key>}:meta`, `{<key>}:idem:<idempotency key>`, `{<key>}:probe:<instance>`. */
   key: string
   /** Events a resume may read from the stream; the stream itself keeps at least STREAM_MIN_LENGTH. */
   historyMaxEvents: number
@@ -81,8 +81,9 @@ type BusCommand = (stream: string, meta: string, idempotency: string, ...args: A
  */
 export class RedisBus implements Bus {
   readonly shared = true
-  private readonly publisher: Redis
-  private readonly reader: Redis
+  private readonly publisher: RedisConnection
+  private readonly reader: RedisConnection
+  private readonly prefix: string
   private readonly ownsPublisher: boolean
   private readonly stopRestarts: () => void
   private readonly streamKey: string
@@ -105,6 +106,8 @@ export class RedisBus implements Bus {
   /** What the reader's server said when it connected (the idle check needs no more: a new server means a new connection). */
   private readerFacts: ServerFacts | null = null
   private published = 0
+  private slotFactsAt = -Infinity
+  private slotFactsInFlight = false
   private delivered = 0
   private reads = 0
   private lagMs = 0
@@ -120,14 +123,15 @@ export class RedisBus implements Bus {
   private stop: () => void = () => {}
 
   constructor (private readonly options: RedisBusOptions) {
-    this.streamKey = `${options.key}:stream`
-    this.metaKey = `${options.key}:meta`
+    this.prefix = keyPrefix(options.key)
+    this.streamKey = `${this.prefix}:stream`
+    this.metaKey = `${this.prefix}:meta`
     this.maxLength = Math.max(options.historyMaxEvents, STREAM_MIN_LENGTH)
     this.now = options.now ?? Date.now
     this.stopping = new Promise<never>((_resolve, reject) => { this.stop = () => reject(new BusClosedError()) })
     this.stopping.catch(() => undefined)
     this.monotonic = options.monotonic ?? monotonicNow
-    this.proof = new ReceiveProof(`${options.key}:probe:${this.origin}`, this.monotonic)
+    this.proof = new ReceiveProof(`${this.prefix}:probe:${this.origin}`, this.monotonic)
     this.waiters = new PublishWaiters(options.publishTimeoutMs)
     this.facts = new ServerFactsReader(this.now, options.log)
     this.watchdog = new Watchdog({ now: this.now, monotonic: this.monotonic }, options.deafCloseMs ?? DEAF_CLOSE_MS, () => this.noteState())
@@ -163,8 +167,8 @@ export class RedisBus implements Bus {
     }
     try {
       await this.checkPermissions(where)
-      await this.facts.checkEviction(this.publisher)
-      this.publisherFacts = await this.facts.read(this.publisher)
+      await this.facts.checkEviction(this.publisher, this.metaKey)
+      this.publisherFacts = await this.facts.read(this.publisher, this.metaKey)
       const [, epoch, seq, marker] = await this.run(this.publisher, 'check', this.publisherFacts) as MetaReply
       const [tail] = await this.publisher.xrevrange(this.streamKey, '+', '-', 'COUNT', 1) as StreamEntry[]
       this.continuity.start(epoch, Number(seq), marker, tail === undefined ? undefined : { id: tail[0], place: placeOf(tail[1]) })
@@ -190,7 +194,7 @@ export class RedisBus implements Bus {
     const { publishTimeoutMs } = this.options
     const deadline = Math.floor(this.now() + publishTimeoutMs - Math.min(DEADLINE_MARGIN_MS, publishTimeoutMs / 4) + facts.offsetMs)
     const key = message.idempotencyKey
-    const idempotency = key === undefined ? this.metaKey : `${this.options.key}:idem:${key}`
+    const idempotency = key === undefined ? this.metaKey : `${this.prefix}:idem:${key}`
     this.run(this.publisher, 'pub', facts, idempotency, deadline, key === undefined ? '0' : (message.idempotencyHash ?? ''), ...messageFields(message, token)).then(
       (reply) => this.waiters.answered(token, reply as PublishReply),
       (error: Error) => this.waiters.failed(token, error))
@@ -230,7 +234,7 @@ export class RedisBus implements Bus {
     this.waiters.close()
   }
 
-  private run (connection: Redis, mode: 'pub' | 'check' | 'rotate', facts: ServerFacts, idempotency = this.metaKey, deadline = 0, keep = '0', ...rest: string[]): Promise<PublishReply | MetaReply> {
+  private run (connection: RedisConnection, mode: 'pub' | 'check' | 'rotate', facts: ServerFacts, idempotency = this.metaKey, deadline = 0, keep = '0', ...rest: string[]): Promise<PublishReply | MetaReply> {
     const args = [this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
       this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.continuity.epoch ?? '') : '', ...rest] as const
     // Publishes go in this turn's pipeline; checks and rotations, rare, at once.
@@ -247,7 +251,7 @@ export class RedisBus implements Bus {
     const command = (this.publisher as unknown as Record<typeof COMMAND, (...args: string[]) => Promise<string[]>>)[COMMAND].bind(this.publisher)
     let refused: string | null
     try {
-      refused = describeRefusals((await command(this.streamKey, this.metaKey, `${this.options.key}:idem:dry-run`, 'dry', this.proof.key)).slice(1))
+      refused = describeRefusals((await command(this.streamKey, this.metaKey, `${this.prefix}:idem:dry-run`, 'dry', this.proof.key)).slice(1))
     } catch (error) {
       throw new BusStartError(where, explainStartFailure(error as Error))
     }
@@ -257,7 +261,7 @@ export class RedisBus implements Bus {
   private readonly learnPublisher = (): void => {
     this.publisherFacts = null
     this.noteState()
-    this.facts.read(this.publisher).then((facts) => {
+    this.facts.read(this.publisher, this.metaKey).then((facts) => {
       if (this.publisher.status !== 'ready') return
       this.publisherFacts = facts
       this.noteState()
@@ -277,7 +281,30 @@ export class RedisBus implements Bus {
       this.options.log.warn(`tower-sse: this instance has not proven it receives from Redis for ${Math.round(silent)} ms: its streams are told (resync) and closed with a jittered retry`)
       this.deaf()
     }
-    this.watchdog.probe(this.publisher, () => this.publisherFacts)
+    this.watchdog.probe(this.publisher, this.metaKey, () => this.publisherFacts)
+    if (isCluster(this.publisher)) this.followSlotOwner()
+  }
+
+  /**
+   * On a Cluster the node serving the bus's slot changes without a reconnect (a migration, a
+   * failover): every PROBE_EVERY_MS the facts of the slot's node are read again, and another
+   * run_id is learnt as a reconnect's is. The next publish then vouches for the epoch with the new
+   * node's facts (the script starts a new epoch naming the last one unless that node is lossless),
+   * and the reader checks continuity again with them: a reader vouching with the old node's facts
+   * would start yet another epoch and skip to its marker.
+   */
+  private followSlotOwner (): void {
+    const now = this.monotonic()
+    if (this.slotFactsInFlight || now - this.slotFactsAt < PROBE_EVERY_MS || this.publisherFacts === null) return
+    this.slotFactsAt = now
+    this.slotFactsInFlight = true
+    this.facts.read(this.publisher, this.metaKey).then((facts) => {
+      if (this.publisherFacts === null || facts.runId === this.publisherFacts.runId) return
+      // Both connections reach the slot's node: the reader's next check vouches with these facts too.
+      this.publisherFacts = facts
+      this.readerFacts = facts
+      this.continuity.suspect()
+    }, () => undefined).finally(() => { this.slotFactsInFlight = false })
   }
 
   private closeConnections (): void {
@@ -362,7 +389,7 @@ export class RedisBus implements Bus {
    * gone, so the epoch is retired for every instance.
    */
   private async checkContinuity (): Promise<void> {
-    const facts = this.readerFacts ?? await this.facts.read(this.reader)
+    const facts = this.readerFacts ?? await this.facts.read(this.reader, this.metaKey)
     this.readerFacts = facts
     let [, epoch, seq, marker] = await this.run(this.reader, 'check', facts) as MetaReply
     if (epoch === this.continuity.epoch) {
@@ -372,6 +399,16 @@ export class RedisBus implements Bus {
       }
     }
     if (!this.continuity.checked(epoch)) return
+    const from = this.continuity.epoch
+    // The epoch left may hold events after this reader's cursor (published before the new epoch's
+    // marker, as when the check itself starts the epoch): delivered first, in order, so the
+    // marker can prove nothing was lost. Only that epoch's, at most a read's worth.
+    const rest = await this.reader.xrange(this.streamKey, `(${this.continuity.cursor}`, `(${marker}`, 'COUNT', READ_COUNT) as StreamEntry[]
+    const until = rest.findIndex(([, fields]) => placeOf(fields).epoch !== from)
+    await this.deliverPaced(until === -1 ? rest : rest.slice(0, until))
+    if (this.closed) return
+    // An entry there not judged (a sequence gone back) is not read again: the marker decides.
+    this.continuity.checked(epoch)
     const [entry] = await this.reader.xrange(this.streamKey, marker, marker) as StreamEntry[]
     this.followed(this.continuity.follow(epoch, marker, placeOf(entry?.[1] ?? []).previous))
   }

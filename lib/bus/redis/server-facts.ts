@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisConnection } from './connection'
 import { BusEvictableError, BusUnavailableError } from '../../errors'
 
 /** What a connection's server says about itself: who it is, whether a restart loses nothing, its clock. */
@@ -22,12 +22,13 @@ export class ServerFactsReader {
 
   /**
    * Lossless means an AOF written with fsync on every write, and not a promoted replica, whose
-   * data may lag its old primary's.
+   * data may lag its old primary's. The server asked is the one holding `slotKey` (on a Cluster,
+   * a pipeline goes to the node of its keyed command; the server's commands name no key).
    */
-  async read (connection: Redis): Promise<ServerFacts> {
+  async read (connection: RedisConnection, slotKey: string): Promise<ServerFacts> {
     const sent = this.now()
-    const [[, time], [, server], [, replication], [, appendonly], [, fsync]] = await connection.pipeline()
-      .time().info('server').info('replication')
+    const [, [, time], [, server], [, replication], [, appendonly], [, fsync]] = await connection.pipeline()
+      .exists(slotKey).time().info('server').info('replication')
       .call('CONFIG', 'GET', 'appendonly').call('CONFIG', 'GET', 'appendfsync')
       .exec() as Array<[Error | null, unknown]>
     const runId = /^run_id:(\w+)/m.exec(String(server))?.[1]
@@ -42,10 +43,12 @@ export class ServerFactsReader {
    * Refuses a server whose keys can be evicted: under allkeys-* they can; the bus's keys but the
    * idempotency ones carry no TTL, so volatile-* and noeviction keep them.
    */
-  async checkEviction (connection: Redis): Promise<void> {
+  async checkEviction (connection: RedisConnection, slotKey: string): Promise<void> {
     let policy: string | undefined
     try {
-      policy = (await connection.call('CONFIG', 'GET', 'maxmemory-policy') as string[])[1]
+      const [, [error, reply]] = await connection.pipeline().exists(slotKey).call('CONFIG', 'GET', 'maxmemory-policy').exec() as Array<[Error | null, unknown]>
+      if (error !== null) throw error
+      policy = (reply as string[])[1]
     } catch {
       this.noteConfigRefused()
       return

@@ -1,11 +1,11 @@
-import type { Redis } from 'ioredis'
+import type { RedisConnection } from './connection'
 
 /**
  * The first connect of a bus connection, failing at the first error with what happened in words:
  * a retry will not fix a wrong password, an empty port or a server that is not Redis, and a
  * stalled server is reported before the plugin's start-up timeout rather than after it.
  */
-export function firstReady (connection: Redis, withinMs: number): Promise<void> {
+export function firstReady (connection: RedisConnection, withinMs: number): Promise<void> {
   if (connection.status === 'ready') return Promise.resolve()
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => done(new Error(`not ready within ${withinMs} ms (${connection.status})`)), withinMs)

@@ -3,7 +3,9 @@
  * `redis://` / `rediss://` (one server), or the Sentinel form
  * `redis+sentinel://[user:pass@]host:port[,host:port…]/mastername[?db=N&sentinelUsername=…&sentinelPassword=…]`
  * (`rediss+sentinel://` for TLS to the sentinels and the primary). The sentinels name the primary,
- * and ioredis follows it through a failover.
+ * and ioredis follows it through a failover. The Cluster form
+ * `redis+cluster://[user:pass@]host:port[,host:port…]` (`rediss+cluster://` for TLS) names some of
+ * a Redis Cluster's nodes; ioredis learns the others and follows MOVED and ASK.
  */
 export type RedisTarget =
   | { kind: 'server', url: string }
@@ -18,6 +20,7 @@ export type RedisTarget =
     sentinelUsername?: string
     sentinelPassword?: string
   }
+  | { kind: 'cluster', nodes: Array<{ host: string, port: number }>, tls: boolean, username?: string, password?: string }
 
 /**
  * A URL that is not one of the forms above. `expected` completes "must be …" and names what is
@@ -31,6 +34,8 @@ export class RedisUrlError extends Error {
 }
 
 const SENTINEL_URL = 'a redis+sentinel:// URL'
+const CLUSTER_URL = 'a redis+cluster:// URL'
+const CLUSTER_SCHEMES = new Map([['redis+cluster:', false], ['rediss+cluster:', true]])
 
 const SENTINEL_SCHEMES = new Map([['redis+sentinel:', false], ['rediss+sentinel:', true]])
 const SENTINEL_PARAMS = new Set(['db', 'sentinelUsername', 'sentinelPassword'])
@@ -79,12 +84,33 @@ function indexOfAny (text: string, chars: string, from: number): number {
   return text.length
 }
 
-function decode (what: string, text: string): string {
+function decode (form: string, what: string, text: string): string {
   try {
     return decodeURIComponent(text)
   } catch {
-    throw new RedisUrlError(`${SENTINEL_URL} with valid percent-encoding in its ${what}`)
+    throw new RedisUrlError(`${form} with valid percent-encoding in its ${what}`)
   }
+}
+
+/** `[user[:pass]@]host:port[,host:port…]` of the Sentinel and Cluster forms: the credentials and the hosts. */
+function parseAuthority (form: string, what: string, authority: string): { hosts: Array<{ host: string, port: number }>, username?: string, password?: string } {
+  const at = authority.lastIndexOf('@')
+  const parsed: { hosts: Array<{ host: string, port: number }>, username?: string, password?: string } = { hosts: [] }
+  if (at !== -1) {
+    const userinfo = authority.slice(0, at)
+    const colon = userinfo.indexOf(':')
+    const username = decode(form, 'user name', colon === -1 ? userinfo : userinfo.slice(0, colon))
+    if (username !== '') parsed.username = username
+    if (colon !== -1) parsed.password = decode(form, 'password', userinfo.slice(colon + 1))
+  }
+  for (const entry of authority.slice(at + 1).split(',')) {
+    const match = HOST_PORT.exec(entry)
+    if (match === null) throw new RedisUrlError(`${form} whose ${what}s are host:port, not ${JSON.stringify(entry)}`)
+    const port = Number(match[2])
+    if (port < 1 || port > 65535) throw new RedisUrlError(`${form} whose ${what} ports are 1-65535, not ${JSON.stringify(entry)}`)
+    parsed.hosts.push({ host: match[1].replace(/^\[|\]$/g, ''), port })
+  }
+  return parsed
 }
 
 /** Validates the URL; throws RedisUrlError naming what is wrong. */
@@ -99,31 +125,25 @@ export function parseRedisUrl (url: string): RedisTarget {
     }
     return { kind: 'server', url }
   }
+  const clusterTls = scheme === undefined ? undefined : CLUSTER_SCHEMES.get(scheme)
+  if (clusterTls !== undefined) {
+    // Nothing after the nodes: a cluster has no database but 0 and no master name.
+    const authority = url.slice(scheme?.length ?? 0).slice(2).replace(/\/$/, '')
+    if (/[/?#]/.test(authority.slice(authority.lastIndexOf('@') + 1))) throw new RedisUrlError(`${CLUSTER_URL} with nothing after its nodes (no path, no parameters)`)
+    const { hosts, username, password } = parseAuthority(CLUSTER_URL, 'node', authority)
+    return { kind: 'cluster', nodes: hosts, tls: clusterTls, ...(username === undefined ? {} : { username }), ...(password === undefined ? {} : { password }) }
+  }
   const tls = scheme === undefined ? undefined : SENTINEL_SCHEMES.get(scheme)
-  if (tls === undefined) throw new RedisUrlError('a redis://, rediss:// or redis+sentinel:// URL')
+  if (tls === undefined) throw new RedisUrlError('a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL')
   const rest = url.slice(scheme?.length ?? 0).slice(2)
   const slash = rest.indexOf('/')
   if (slash === -1) throw new RedisUrlError(`${SENTINEL_URL} with /mastername after the sentinels`)
-  const authority = rest.slice(0, slash)
   const [path, query = ''] = rest.slice(slash + 1).split(/\?(.*)/s, 2)
-  const at = authority.lastIndexOf('@')
-  const hosts = authority.slice(at + 1)
-  const target: Extract<RedisTarget, { kind: 'sentinel' }> = { kind: 'sentinel', sentinels: [], name: '', tls, db: 0 }
-  if (at !== -1) {
-    const userinfo = authority.slice(0, at)
-    const colon = userinfo.indexOf(':')
-    const username = decode('user name', colon === -1 ? userinfo : userinfo.slice(0, colon))
-    if (username !== '') target.username = username
-    if (colon !== -1) target.password = decode('password', userinfo.slice(colon + 1))
-  }
-  for (const entry of hosts.split(',')) {
-    const match = HOST_PORT.exec(entry)
-    if (match === null) throw new RedisUrlError(`${SENTINEL_URL} whose sentinels are host:port, not ${JSON.stringify(entry)}`)
-    const port = Number(match[2])
-    if (port < 1 || port > 65535) throw new RedisUrlError(`${SENTINEL_URL} whose sentinel ports are 1-65535, not ${JSON.stringify(entry)}`)
-    target.sentinels.push({ host: match[1].replace(/^\[|\]$/g, ''), port })
-  }
-  target.name = decode('master name', path)
+  const { hosts, username, password } = parseAuthority(SENTINEL_URL, 'sentinel', rest.slice(0, slash))
+  const target: Extract<RedisTarget, { kind: 'sentinel' }> = { kind: 'sentinel', sentinels: hosts, name: '', tls, db: 0 }
+  if (username !== undefined) target.username = username
+  if (password !== undefined) target.password = password
+  target.name = decode(SENTINEL_URL, 'master name', path)
   if (!MASTER_NAME.test(target.name)) throw new RedisUrlError(`${SENTINEL_URL} whose master name is 1-100 characters of A-Z a-z 0-9 . _ : -, not ${JSON.stringify(target.name)}`)
   for (const [key, value] of new URLSearchParams(query)) {
     if (!SENTINEL_PARAMS.has(key)) throw new RedisUrlError(`${SENTINEL_URL} with no parameters besides ${[...SENTINEL_PARAMS].join(', ')}, not ${JSON.stringify(key)}`)

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisConnection } from './connection'
 import { offsetOf, type ServerFacts } from './server-facts'
 
 /** Unanswered for this long, the watchdog's TIME says the bus is down. */
@@ -45,8 +45,9 @@ export class Watchdog {
   /**
    * Sends a TIME unless one is outstanding; one outstanding for STALL_MS marks the server stalled
    * until it is answered. A quick answer refreshes the offset of the server's facts as they are then.
+   * The TIME goes to the server holding `slotKey` (on a Cluster, the node of the pipeline's keyed command).
    */
-  probe (publisher: Redis, facts: () => ServerFacts | null): void {
+  probe (publisher: RedisConnection, slotKey: string, facts: () => ServerFacts | null): void {
     if (this.probeSentAt !== null) {
       if (!this.stalledNow && this.clocks.monotonic() - this.probeSentAt >= STALL_MS) {
         this.stalledNow = true
@@ -57,10 +58,12 @@ export class Watchdog {
     if (publisher.status !== 'ready') return
     this.probeSentAt = this.clocks.monotonic()
     const sent = this.clocks.now()
-    publisher.time().then((time) => {
+    publisher.pipeline().exists(slotKey).time().exec().then((replies) => {
+      const [error, time] = replies?.[1] ?? [new Error('no reply')]
+      if (error !== null) return
       const answered = this.clocks.now()
       const current = facts()
-      if (answered - sent <= OFFSET_MAX_RTT_MS && current !== null) current.offsetMs = offsetOf(time.map(String) as [string, string], sent, answered)
+      if (answered - sent <= OFFSET_MAX_RTT_MS && current !== null) current.offsetMs = offsetOf((time as unknown[]).map(String) as [string, string], sent, answered)
     }, () => undefined).finally(() => {
       this.probeSentAt = null
       if (!this.stalledNow) return

@@ -1,0 +1,108 @@
+// A real Redis Cluster for the tests: three `redis-server --cluster-enabled yes` masters on free
+// loopback ports (no replicas, no persistence), joined by `redis-cli --cluster create`, each under
+// redis-server.ts's supervisor so none outlives its runner; and a slot migration done by hand, the
+// way `redis-cli --cluster reshard` does it, with a hook between its steps.
+import type { ChildProcess } from 'node:child_process'
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { freePort } from './free-port'
+import { waitFor } from './wait-for'
+import { launchRedisProcess, stopRedisProcess } from './redis-server'
+import { redisCommand } from './redis-topology'
+
+const READY_MS = 20_000
+const NODES = 3
+
+export class RedisCluster {
+  private constructor (readonly ports: number[], private readonly dir: string, private readonly children: ChildProcess[]) {}
+
+  /** The `redis+cluster://` URL naming every node. */
+  get url (): string {
+    return `redis+cluster://${this.ports.map((port) => `127.0.0.1:${port}`).join(',')}`
+  }
+
+  static async start (): Promise<RedisCluster> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-cluster-'))
+    const ports: number[] = []
+    const children: ChildProcess[] = []
+    const cluster = new RedisCluster(ports, dir, children)
+    try {
+      for (let i = 0; i < NODES; i++) {
+        const port = await freePort()
+        ports.push(port)
+        children.push(await launchRedisProcess(['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+          '--cluster-config-file', path.join(dir, `nodes-${port}.conf`), '--dir', dir, '--save', '', '--appendonly', 'no']))
+      }
+      await promisify(execFile)('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`),
+        '--cluster-replicas', '0', '--cluster-yes'], { timeout: READY_MS })
+      for (const port of ports) {
+        await waitFor(`cluster node ${port} to be ok with ${NODES} masters`, async () => {
+          const info = String(await redisCommand(port, 'CLUSTER', 'INFO'))
+          return /cluster_state:ok/.test(info) && new RegExp(`cluster_known_nodes:${NODES}\\b`).test(info)
+        }, READY_MS, 100)
+      }
+    } catch (error) {
+      await cluster.stop()
+      throw error
+    }
+    return cluster
+  }
+
+  command (port: number, name: string, ...args: Array<string | number>): Promise<unknown> {
+    return redisCommand(port, name, ...args)
+  }
+
+  async slotOf (key: string): Promise<number> {
+    return Number(await this.command(this.ports[0], 'CLUSTER', 'KEYSLOT', key))
+  }
+
+  /** The port of the node serving `slot`, as the node on ports[0] sees it. */
+  async ownerOf (slot: number): Promise<number> {
+    const slots = await this.command(this.ports[0], 'CLUSTER', 'SLOTS') as Array<[number, number, [string, number, string]]>
+    const range = slots.find(([from, to]) => slot >= from && slot <= to)
+    if (range === undefined) throw new Error(`no node serves slot ${slot}`)
+    return range[2][1]
+  }
+
+  /** The run_id of the node on `port`. */
+  async runIdOf (port: number): Promise<string> {
+    return /^run_id:(\w+)/m.exec(String(await this.command(port, 'INFO', 'server')))?.[1] ?? ''
+  }
+
+  /**
+   * Moves `slot` to the node on `to`: IMPORTING on the target, MIGRATING on the source, its keys
+   * MIGRATEd one at a time (`between` runs before each, and once after the last, while the slot is
+   * half moved: ASK and TRYAGAIN time), then SETSLOT NODE on every node, target first.
+   */
+  async migrateSlot (slot: number, to: number, between: () => Promise<void> = async () => {}): Promise<void> {
+    const from = await this.ownerOf(slot)
+    if (from === to) throw new Error(`slot ${slot} is already on ${to}`)
+    const [fromId, toId] = await Promise.all([from, to].map(async (port) => String(await this.command(port, 'CLUSTER', 'MYID'))))
+    await this.command(to, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId)
+    await this.command(from, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId)
+    for (let moved = 0; moved < 100_000; moved++) {
+      await between()
+      const [key] = await this.command(from, 'CLUSTER', 'GETKEYSINSLOT', slot, 1) as string[]
+      if (key === undefined) break
+      await this.command(from, 'MIGRATE', '127.0.0.1', to, '', 0, 5000, 'KEYS', key)
+    }
+    for (const port of [to, from, ...this.ports.filter((port) => port !== to && port !== from)]) {
+      await this.command(port, 'CLUSTER', 'SETSLOT', slot, 'NODE', toId)
+    }
+    await waitFor(`every node to see slot ${slot} on ${to}`, async () => {
+      for (const port of this.ports) {
+        const slots = await redisCommand(port, 'CLUSTER', 'SLOTS') as Array<[number, number, [string, number, string]]>
+        if (slots.find(([low, high]) => slot >= low && slot <= high)?.[2][1] !== to) return false
+      }
+      return true
+    }, READY_MS, 100)
+  }
+
+  async stop (): Promise<void> {
+    await Promise.all(this.children.map(stopRedisProcess))
+    fs.rmSync(this.dir, { recursive: true, force: true })
+  }
+}
