@@ -1,6 +1,12 @@
 import type { Redis } from 'ioredis'
 import { BusEvictableError, BusUnavailableError } from '../../errors'
 
+/**
+ * What one stream entry is assumed to take in Redis, for the start-up memory check: an event of
+ * about 4 KB of data with its fields (epoch, sequence, origin, topic) and the stream's own overhead.
+ */
+export const ASSUMED_ENTRY_BYTES = 4096
+
 /** What a connection's server says about itself: who it is, whether a restart loses nothing, its clock. */
 export interface ServerFacts {
   runId: string
@@ -18,7 +24,7 @@ export interface ServerFacts {
 export class ServerFactsReader {
   private configNoted = false
 
-  constructor (private readonly now: () => number, private readonly log: { info: (msg: string) => void }) {}
+  constructor (private readonly now: () => number, private readonly log: { info: (msg: string) => void, warn: (msg: string) => void }) {}
 
   /**
    * Lossless means an AOF written with fsync on every write, and not a promoted replica, whose
@@ -40,17 +46,27 @@ export class ServerFactsReader {
 
   /**
    * Refuses a server whose keys can be evicted: under allkeys-* they can; the bus's keys but the
-   * idempotency ones carry no TTL, so volatile-* and noeviction keep them.
+   * idempotency ones carry no TTL, so volatile-* and noeviction keep them. Warns once when
+   * `maxmemory` is set and the stream alone, full, could take half of it (then Redis refuses
+   * writes, the broadcasts' and every other client's, before the stream is trimmed).
    */
-  async checkEviction (connection: Redis): Promise<void> {
+  async checkEviction (connection: Redis, streamEntries: number): Promise<void> {
     let policy: string | undefined
+    let maxmemory: number
     try {
       policy = (await connection.call('CONFIG', 'GET', 'maxmemory-policy') as string[])[1]
+      maxmemory = Number((await connection.call('CONFIG', 'GET', 'maxmemory') as string[])[1])
     } catch {
       this.noteConfigRefused()
       return
     }
     if (policy?.startsWith('allkeys-') === true) throw new BusEvictableError(policy)
+    const streamBytes = streamEntries * ASSUMED_ENTRY_BYTES
+    if (maxmemory > 0 && streamBytes > maxmemory / 2) {
+      this.log.warn(`tower-sse: Redis maxmemory is ${maxmemory} bytes, and the bus's stream keeps up to ${streamEntries} entries: ` +
+        `about ${streamBytes} bytes at ${ASSUMED_ENTRY_BYTES} bytes an entry, over half of it; ` +
+        'give Redis more memory or keep fewer events (historyMaxEvents; docs/bus-operations.md)')
+    }
   }
 
   private noteConfigRefused (): void {
