@@ -191,7 +191,9 @@ export class RedisBus implements Bus {
     const token = `${this.origin}:${++this.published}`
     const published = this.waiters.wait(token)
     const { publishTimeoutMs } = this.options
-    const deadline = Math.floor(this.now() + publishTimeoutMs - Math.min(DEADLINE_MARGIN_MS, publishTimeoutMs / 4) + facts.offsetMs)
+    // The earliest Redis time the caller's answer can be at: Redis refuses a run past it, so one it
+    // runs was run before the caller is told "unknown", however asymmetric the path to Redis is.
+    const deadline = Math.floor(facts.clock.earliestRedisMs(this.now() + publishTimeoutMs - Math.min(DEADLINE_MARGIN_MS, publishTimeoutMs / 4)))
     const key = message.idempotencyKey
     const idempotency = key === undefined ? this.metaKey : `${this.options.key}:idem:${key}`
     this.run(this.publisher, 'pub', facts, idempotency, deadline, key === undefined ? '0' : (message.idempotencyHash ?? ''), ...messageFields(message, token)).then(
@@ -438,8 +440,9 @@ export class RedisBus implements Bus {
     } else if (step.kind === 'next') {
       const event = eventOf(id, fields)
       this.delivered++
-      // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag.
-      this.lagMs = Math.max(0, this.now() + (this.readerFacts?.offsetMs ?? this.publisherFacts?.offsetMs ?? 0) - event.position.major)
+      // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag. The publisher's
+      // offset is the one the watchdog keeps fresh.
+      this.lagMs = Math.max(0, this.now() + (this.publisherFacts?.clock.offsetMs ?? this.readerFacts?.clock.offsetMs ?? 0) - event.position.major)
       this.waiters.delivered(token, event.id, this.deliver(event))
     }
   }

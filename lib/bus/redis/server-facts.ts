@@ -11,8 +11,8 @@ export const ASSUMED_ENTRY_BYTES = 4096
 export interface ServerFacts {
   runId: string
   lossless: boolean
-  /** Redis ms minus local ms. */
-  offsetMs: number
+  /** Redis's clock against ours, from the best of the recent TIME round trips (the watchdog adds one every few hundred ms). */
+  clock: ClockOffset
 }
 
 /**
@@ -41,7 +41,9 @@ export class ServerFactsReader {
     if (!Array.isArray(appendonly)) this.noteConfigRefused()
     const promoted = /^second_repl_offset:(-?\d+)/m.exec(String(replication))?.[1] !== '-1'
     const lossless = (appendonly as string[] | undefined)?.[1] === 'yes' && (fsync as string[] | undefined)?.[1] === 'always' && !promoted
-    return { runId, lossless, offsetMs: offsetOf(time as [string, string], sent, this.now()) }
+    const clock = new ClockOffset()
+    clock.add(time as [string, string], sent, this.now())
+    return { runId, lossless, clock }
   }
 
   /**
@@ -77,7 +79,36 @@ export class ServerFactsReader {
   }
 }
 
-/** Redis's clock minus ours, from a TIME answered between `sent` and `answered` (to within half the round trip). */
-export function offsetOf ([seconds, micros]: [string, string], sent: number, answered: number): number {
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - (sent + answered) / 2
+/** TIME round trips kept: the one with the shortest round trip decides the offset (as NTP's clock filter keeps 8). */
+const OFFSET_SAMPLES = 8
+
+/**
+ * Redis's clock minus ours, estimated from TIME: a TIME answered between `sent` and `answered`
+ * was read at some instant in between, so the true offset is within half the round trip of the
+ * midpoint's — wherever the path's delay sits (1.5 s one way and 0 back puts it at one end). Of the
+ * last OFFSET_SAMPLES round trips the shortest is kept, so a latency spike does not widen the
+ * bound, and a path slow for good still refreshes it (the best of what it has) instead of never.
+ */
+export class ClockOffset {
+  /** Redis ms minus local ms, at the best sample's midpoint. */
+  offsetMs = 0
+  /** The true offset is within ± this of offsetMs: half the best sample's round trip. */
+  uncertaintyMs = Infinity
+  private readonly samples: Array<{ offsetMs: number, uncertaintyMs: number }> = []
+
+  add ([seconds, micros]: [string, string], sent: number, answered: number): void {
+    const redisMs = Number(seconds) * 1000 + Number(micros) / 1000
+    // A reply that is not a time (a broken connection's, a proxy's) measures nothing.
+    if (!Number.isFinite(redisMs)) return
+    this.samples.push({ offsetMs: redisMs - (sent + answered) / 2, uncertaintyMs: (answered - sent) / 2 })
+    if (this.samples.length > OFFSET_SAMPLES) this.samples.shift()
+    const best = this.samples.reduce((a, b) => b.uncertaintyMs < a.uncertaintyMs ? b : a)
+    this.offsetMs = best.offsetMs
+    this.uncertaintyMs = best.uncertaintyMs
+  }
+
+  /** The earliest Redis time it can be when our clock reads `localMs`. */
+  earliestRedisMs (localMs: number): number {
+    return localMs + this.offsetMs - this.uncertaintyMs
+  }
 }
