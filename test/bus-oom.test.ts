@@ -2,7 +2,9 @@ import t from 'tap'
 import { Registry } from 'prom-client'
 import { open, server } from './fixtures/bus-instances'
 import { startApp } from './fixtures/app'
+import type { RedisServer } from '../benchmarks/lib/redis-server'
 import { waitFor } from './fixtures/sse-connection'
+import { request, startTower } from './fixtures/tower'
 
 // Out of memory made visible (issue 31, item 5): a Redis at maxmemory with noeviction refuses the
 // bus's writes; the bus says 'oom' (stats, metric), logs one line when the spell starts and one when
@@ -10,6 +12,18 @@ import { waitFor } from './fixtures/sse-connection'
 
 const FILLER_BYTES = 64 * 1024
 const FILLERS = 100
+
+/**
+ * Fills Redis with other keys up to its limit, then lowers maxmemory below what it holds, so it
+ * stays over it (a write refused at the limit alone can leave it just under once that client's buffers go).
+ */
+async function fill (redis: RedisServer): Promise<void> {
+  for (let i = 0; i < FILLERS; i++) {
+    const full = await redis.command('SET', `filler:${i}`, 'x'.repeat(FILLER_BYTES)).then(() => false, (error: Error) => /^OOM/.test(error.message))
+    if (full) break
+  }
+  await redis.command('CONFIG', 'SET', 'maxmemory', String(1024 * 1024))
+}
 
 t.test('at maxmemory with noeviction: state oom, its metric, one log line each way, refusals counted, recovery once freed', async (t) => {
   const redis = await server(t, { args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] })
@@ -29,13 +43,7 @@ t.test('at maxmemory with noeviction: state oom, its metric, one log line each w
   const stream = await open(t, started)
   await waitFor('the stream to open', () => app.sse.size === 1)
 
-  // Filled with other keys up to the limit, then maxmemory lowered below what Redis holds, so it
-  // stays over it (a write refused at the limit alone can leave it just under once that client's buffers go).
-  for (let i = 0; i < FILLERS; i++) {
-    const full = await redis.command('SET', `filler:${i}`, 'x'.repeat(FILLER_BYTES)).then(() => false, (error: Error) => /^OOM/.test(error.message))
-    if (full) break
-  }
-  await redis.command('CONFIG', 'SET', 'maxmemory', String(1024 * 1024))
+  await fill(redis)
   await t.rejects(app.sse.broadcast({ n: 1 }), { code: 'TOWER_SSE_BUS_UNAVAILABLE', message: /OOM/ }, 'the broadcast is refused with Redis\'s words')
   await waitFor('the state to say oom', () => app.sse.stats().bus.state === 'oom')
   for (let i = 0; i < 3; i++) await t.rejects(app.sse.broadcast({ n: 2 + i }))
@@ -58,4 +66,14 @@ t.test('at maxmemory with noeviction: state oom, its metric, one log line each w
   t.equal(logged(/takes writes again/).length, 1, 'one log line when the spell ends')
   t.match(await app.sse.broadcast({ n: 9 }), { delivered: 1 }, 'broadcasts published again')
   t.same(await scrape(), { up: 1, oom: 0, refused: 4 })
+})
+
+t.test('Tower out of memory: /api/ready stays 200 with bus oom (every instance on that Redis is refused alike)', async (t) => {
+  const redis = await server(t, { args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] })
+  const tower = await startTower({ redis: redis.url, redisKey: 'oom-tower' })
+  t.teardown(() => tower.app.close())
+  await fill(redis)
+  await waitFor('the state to say oom', () => tower.app.sse.stats().bus.state === 'oom')
+  const ready = await request(tower.port, 'GET', '/api/ready')
+  t.same([ready.status, JSON.parse(ready.body)], [200, { ready: true, bus: 'oom' }])
 })
