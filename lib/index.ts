@@ -65,8 +65,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     const { registerMetrics } = require('./observe/metrics') as typeof import('./observe/metrics')
     const busState = registry.bus.shared
       ? () => {
-          const { state, lagMs, reads } = registry.bus.stats()
-          return { up: state === 'up', lagSeconds: lagMs / 1000, reads }
+          const { state, lagMs, reads, refusedPublishes } = registry.bus.stats()
+          return { up: state === 'up', outOfMemory: state === 'oom', lagSeconds: lagMs / 1000, reads, refusedPublishes }
         }
       : undefined
     const unregister = registerMetrics(options.metrics, { stats, timeBroadcasts: (observe) => registry.timeBroadcasts(observe) }, busState)

@@ -335,14 +335,15 @@ t.test('bus metrics come from the bus-state provider, and exist only with one', 
   let families = await read()
   t.same([families.get('tower_sse_bus_up'), families.get('tower_sse_bus_lag_seconds'), families.get('tower_sse_bus_reads_total')],
     ['0', '0', '0'], 'no state yet: down')
-  state = { up: true, lagSeconds: 0.25, reads: 7 }
+  state = { up: true, outOfMemory: false, lagSeconds: 0.25, reads: 7, refusedPublishes: 0 }
   families = await read()
   t.same([families.get('tower_sse_bus_up'), families.get('tower_sse_bus_lag_seconds'), families.get('tower_sse_bus_reads_total')],
     ['1', '0.25', '7'])
-  state = { up: false, lagSeconds: 3, reads: 9 }
+  state = { up: false, outOfMemory: true, lagSeconds: 3, reads: 9, refusedPublishes: 4 }
   families = await read()
   t.same([families.get('tower_sse_bus_up'), families.get('tower_sse_bus_lag_seconds'), families.get('tower_sse_bus_reads_total')],
     ['0', '3', '9'])
+  t.same([families.get('tower_sse_bus_out_of_memory'), families.get('tower_sse_bus_refused_publishes_total')], ['1', '4'], 'out of memory, and its refusals counted')
 
   const withoutBus = new Registry()
   const unregister = registerMetrics(withoutBus, source)
@@ -363,7 +364,7 @@ t.test('aggregated over workers (as the cluster primary does), the storm level i
       timeBroadcasts: (observe: BroadcastObserver) => registry.timeBroadcasts(observe)
     }
     const target = new Registry()
-    registerMetrics(target, source, () => ({ up, lagSeconds: 0, reads: 0 }))
+    registerMetrics(target, source, () => ({ up, outOfMemory: false, lagSeconds: 0, reads: 0, refusedPublishes: 0 }))
     return target
   }
   const aggregate = async (workers: Registry[]): Promise<Map<string, string | undefined>> => {

@@ -47,7 +47,7 @@ class ControlledBus implements Bus {
   }
 
   stats (): ReturnType<Bus['stats']> {
-    return { kind: 'redis', state: 'up', delivered: this.seq, reads: this.reads.length, lagMs: 0, discontinuities: 0 }
+    return { kind: 'redis', state: 'up', delivered: this.seq, reads: this.reads.length, lagMs: 0, discontinuities: 0, refusedPublishes: 0 }
   }
 
   async close (): Promise<void> {}

@@ -66,7 +66,7 @@ export class MemoryBus implements Bus {
   }
 
   stats (): BusStats {
-    return { kind: 'memory', state: this.closed ? 'down' : 'up', delivered: this.seq, reads: 0, lagMs: 0, discontinuities: 0 }
+    return { kind: 'memory', state: this.closed ? 'down' : 'up', delivered: this.seq, reads: 0, lagMs: 0, discontinuities: 0, refusedPublishes: 0 }
   }
 
   async close (): Promise<void> {

@@ -5,10 +5,14 @@ import { CLOSE_CAUSES, type SseStats } from './vocabulary'
 /** What the cluster bus reports about itself; null while it has nothing to report. */
 export interface BusState {
   up: boolean
+  /** Whether Redis refuses the bus's writes for memory (stats().bus.state 'oom'). */
+  outOfMemory: boolean
   /** How far the bus reader is behind the newest published event, in seconds. */
   lagSeconds: number
   /** Reads from shared storage so far (a counter). */
   reads: number
+  /** Publishes Redis refused with an error so far (a counter). */
+  refusedPublishes: number
 }
 export type BusStateProvider = () => BusState | null
 
@@ -94,7 +98,9 @@ export function registerMetrics (
   source.timeBroadcasts((seconds) => broadcastSeconds.observe(seconds))
 
   if (bus !== undefined) {
-    gauge('tower_sse_bus_up', 'Whether the bus is connected (1) or not (0).', () => bus()?.up === true ? 1 : 0, 'min')
+    gauge('tower_sse_bus_up', 'Whether the bus is connected and proves it receives (1) or not (0; out of memory included).', () => bus()?.up === true ? 1 : 0, 'min')
+    gauge('tower_sse_bus_out_of_memory', 'Whether Redis refuses the bus\'s writes for memory (1) or not (0).', () => bus()?.outOfMemory === true ? 1 : 0, 'max')
+    counter('tower_sse_bus_refused_publishes_total', 'Publishes Redis refused with an error, out of memory among them (stats().bus.refusedPublishes).', () => bus()?.refusedPublishes ?? 0)
     gauge('tower_sse_bus_lag_seconds', 'How far the bus reader is behind the newest event, in seconds.', () => bus()?.lagSeconds ?? 0, 'max')
     counter('tower_sse_bus_reads_total', 'Reads from the bus storage (resumes the local history could not cover).', () => bus()?.reads ?? 0)
   }

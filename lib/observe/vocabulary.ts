@@ -109,8 +109,8 @@ export function zeros<K extends string> (names: readonly K[]): Record<K, number>
 /** The bus's part of the stats shape (a bus's stats() answers it). */
 export interface BusStats {
   kind: 'memory' | 'redis'
-  /** 'down' while the bus cannot publish or read; streams stay open meanwhile. */
-  state: 'up' | 'down'
+  /** 'down' while the bus cannot publish or read, 'oom' while Redis refuses writes for memory; streams stay open meanwhile. */
+  state: 'up' | 'down' | 'oom'
   /** Events delivered to this instance's subscriber so far. */
   delivered: number
   /** History reads the bus made for resuming clients (one per shared range). */
@@ -119,4 +119,6 @@ export interface BusStats {
   lagMs: number
   /** Times this instance could not prove continuity (lost, trimmed or rolled-back events) and resynced its streams. */
   discontinuities: number
+  /** Publishes Redis refused with an error (out of memory among them): broadcasts that failed there. */
+  refusedPublishes: number
 }

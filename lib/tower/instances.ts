@@ -39,7 +39,7 @@ function parseInstance (text: string): InstanceStats | null {
   }
   if (typeof value !== 'object' || value === null) return null
   const entry = value as Record<string, unknown>
-  const valid = typeof entry.id === 'string' && typeof entry.host === 'string' && (entry.bus === 'up' || entry.bus === 'down') &&
+  const valid = typeof entry.id === 'string' && typeof entry.host === 'string' && (entry.bus === 'up' || entry.bus === 'down' || entry.bus === 'oom') &&
     COUNTS.every((name) => Number.isSafeInteger(entry[name]) && (entry[name] as number) >= 0)
   if (!valid) return null
   const { id, host, pid, current, peak, accepted, rejected, bus, seenAt } = entry as unknown as InstanceStats

@@ -22,7 +22,12 @@ export class ReceiveProof {
   private sentAt = -Infinity
   private inFlight = false
 
-  constructor (readonly key: string, private readonly clock: () => number) {
+  constructor (
+    readonly key: string,
+    private readonly clock: () => number,
+    /** Told each probe's write: null when Redis took it, else its error (an OOM refusal among them). */
+    private readonly written: (error: Error | null) => void = () => {}
+  ) {
     this.provenAt = clock()
   }
 
@@ -42,7 +47,7 @@ export class ReceiveProof {
     this.sentAt = now
     this.inFlight = true
     publisher.multi().xadd(this.key, 'MAXLEN', '1', '*', 't', String(now)).pexpire(this.key, PROBE_KEY_TTL_MS).exec()
-      .catch(() => undefined)
+      .then(() => this.written(null), (error: Error) => this.written(error))
       .finally(() => { this.inFlight = false })
   }
 

@@ -14,6 +14,7 @@ import { Continuity, judgeRange, type EpochStep } from './continuity'
 import { eventOf, fieldOf, messageFields, placeOf, positionOf, streamId, tokenOf, type StreamEntry } from './entry-codec'
 import { PublishWaiters, type PublishReply } from './publish-waiters'
 import { ServerFactsReader, type ServerFacts } from './server-facts'
+import { OutOfMemory } from './out-of-memory'
 import { DEAF_CLOSE_MS, RECEIVE_DEADLINE_MS, STALL_MS, Watchdog } from './watchdog'
 
 export interface RedisBusOptions {
@@ -99,6 +100,7 @@ export class RedisBus implements Bus {
   private readonly watchdog: Watchdog
   private readonly watchTimer: NodeJS.Timeout
   private readonly publishes: PublishBatch
+  private readonly memory: OutOfMemory
   private deliver: Deliver = () => 0
   private lost: Lost = () => {}
   private deaf: Deaf = () => {}
@@ -113,7 +115,7 @@ export class RedisBus implements Bus {
   private lagMs = 0
   private discontinuities = 0
   private closed = false
-  private wasUp = true
+  private lastState: BusStats['state'] = 'up'
   private loop: Promise<void> = Promise.resolve()
   /**
    * Settles (rejected) when close() begins: the read loop's waits race it, so a close never waits on
@@ -131,7 +133,8 @@ export class RedisBus implements Bus {
     this.stopping = new Promise<never>((_resolve, reject) => { this.stop = () => reject(new BusClosedError()) })
     this.stopping.catch(() => undefined)
     this.monotonic = options.monotonic ?? monotonicNow
-    this.proof = new ReceiveProof(`${this.prefix}:probe:${this.origin}`, this.monotonic)
+    this.memory = new OutOfMemory(this.monotonic, options.log, () => this.noteState())
+    this.proof = new ReceiveProof(`${this.prefix}:probe:${this.origin}`, this.monotonic, this.probeWritten)
     this.waiters = new PublishWaiters(options.publishTimeoutMs)
     this.facts = new ServerFactsReader(this.now, options.log)
     this.watchdog = new Watchdog({ now: this.now, monotonic: this.monotonic }, options.deafCloseMs ?? DEAF_CLOSE_MS, () => this.noteState())
@@ -167,7 +170,7 @@ export class RedisBus implements Bus {
     }
     try {
       await this.checkPermissions(where)
-      await this.facts.checkEviction(this.publisher, this.metaKey)
+      await this.facts.checkEviction(this.publisher, this.metaKey, this.maxLength)
       this.publisherFacts = await this.facts.read(this.publisher, this.metaKey)
       const [, epoch, seq, marker] = await this.run(this.publisher, 'check', this.publisherFacts) as MetaReply
       const [tail] = await this.publisher.xrevrange(this.streamKey, '+', '-', 'COUNT', 1) as StreamEntry[]
@@ -192,12 +195,20 @@ export class RedisBus implements Bus {
     const token = `${this.origin}:${++this.published}`
     const published = this.waiters.wait(token)
     const { publishTimeoutMs } = this.options
-    const deadline = Math.floor(this.now() + publishTimeoutMs - Math.min(DEADLINE_MARGIN_MS, publishTimeoutMs / 4) + facts.offsetMs)
+    // The earliest Redis time the caller's answer can be at: Redis refuses a run past it, so one it
+    // runs was run before the caller is told "unknown", however asymmetric the path to Redis is.
+    const deadline = Math.floor(facts.clock.earliestRedisMs(this.now() + publishTimeoutMs - Math.min(DEADLINE_MARGIN_MS, publishTimeoutMs / 4)))
     const key = message.idempotencyKey
     const idempotency = key === undefined ? this.metaKey : `${this.prefix}:idem:${key}`
     this.run(this.publisher, 'pub', facts, idempotency, deadline, key === undefined ? '0' : (message.idempotencyHash ?? ''), ...messageFields(message, token)).then(
-      (reply) => this.waiters.answered(token, reply as PublishReply),
-      (error: Error) => this.waiters.failed(token, error))
+      (reply) => {
+        if ((reply as PublishReply)[0] === 'ok') this.memory.wrote()
+        this.waiters.answered(token, reply as PublishReply)
+      },
+      (error: Error) => {
+        if (error.name === 'ReplyError') this.memory.publishRefused(error)
+        this.waiters.failed(token, error)
+      })
     return published
   }
 
@@ -222,7 +233,15 @@ export class RedisBus implements Bus {
   }
 
   stats (): BusStats {
-    return { kind: 'redis', state: this.isUp() ? 'up' : 'down', delivered: this.delivered, reads: this.reads, lagMs: this.lagMs, discontinuities: this.discontinuities }
+    return {
+      kind: 'redis',
+      state: this.state(),
+      delivered: this.delivered,
+      reads: this.reads,
+      lagMs: this.lagMs,
+      discontinuities: this.discontinuities,
+      refusedPublishes: this.memory.refusedPublishes
+    }
   }
 
   async close (): Promise<void> {
@@ -277,7 +296,8 @@ export class RedisBus implements Bus {
     if (this.publisher.status === 'ready' && this.publisherFacts !== null) this.proof.send(this.publisher)
     this.noteState()
     const silent = this.proof.silentMs()
-    if (this.watchdog.deafSpellOver(silent)) {
+    // Out of memory, the probe cannot be written, so its silence proves no deafness: the spell is 'oom', not deaf.
+    if (!this.memory.active && this.watchdog.deafSpellOver(silent)) {
       this.options.log.warn(`tower-sse: this instance has not proven it receives from Redis for ${Math.round(silent)} ms: its streams are told (resync) and closed with a jittered retry`)
       this.deaf()
     }
@@ -316,19 +336,36 @@ export class RedisBus implements Bus {
     else for (const name of STATE_EVENTS) this.publisher.off(name, this.noteState)
   }
 
-  private isUp (): boolean {
-    return !this.closed && !this.watchdog.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready' &&
-      this.proof.silentMs() <= RECEIVE_DEADLINE_MS
+  /**
+   * 'oom' while connected and Redis refuses writes for memory (the probe too, so receiving is not
+   * proven then); 'up' while connected and receiving is proven; 'down' otherwise.
+   */
+  private state (): BusStats['state'] {
+    const connected = !this.closed && !this.watchdog.stalled && this.publisherFacts !== null && this.publisher.status === 'ready' && this.reader.status === 'ready'
+    if (!connected) return 'down'
+    if (this.memory.active) return 'oom'
+    return this.proof.silentMs() <= RECEIVE_DEADLINE_MS ? 'up' : 'down'
   }
 
-  /** One log line per change of state, not one per failed reconnect. */
+  /** A probe write answered: an OOM refusal starts a spell, a write taken ends one (and the probe's deadline starts again). */
+  private readonly probeWritten = (error: Error | null): void => {
+    if (error !== null) {
+      this.memory.writeRefused(error)
+      return
+    }
+    if (this.memory.active) this.proof.restart()
+    this.memory.wrote()
+  }
+
+  /** One log line per change of state, not one per failed reconnect (an out-of-memory spell logs its own). */
   private readonly noteState = (): void => {
-    const up = this.isUp()
+    const state = this.state()
     // Until subscribe() is done there is no state to report.
-    if (up === this.wasUp || this.closed || this.continuity.epoch === null) return
-    this.wasUp = up
-    if (up) this.options.log.info('tower-sse: Redis bus is up again; reading on from the last delivered event')
-    else this.options.log.warn('tower-sse: Redis bus is down or not answering; streams stay open, broadcasts are refused until it is back')
+    if (state === this.lastState || this.closed || this.continuity.epoch === null) return
+    const was = this.lastState
+    this.lastState = state
+    if (state === 'down') this.options.log.warn('tower-sse: Redis bus is down or not answering; streams stay open, broadcasts are refused until it is back')
+    else if (state === 'up' && was === 'down') this.options.log.info('tower-sse: Redis bus is up again; reading on from the last delivered event')
   }
 
   /** The one blocking reader of this instance: reads after the last delivered id, forever. */
@@ -440,8 +477,9 @@ export class RedisBus implements Bus {
     } else if (step.kind === 'next') {
       const event = eventOf(id, fields)
       this.delivered++
-      // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag.
-      this.lagMs = Math.max(0, this.now() + (this.readerFacts?.offsetMs ?? this.publisherFacts?.offsetMs ?? 0) - event.position.major)
+      // In Redis's clock (the ids are its ms): a local clock ahead or behind is no lag. The publisher's
+      // offset is the one the watchdog keeps fresh.
+      this.lagMs = Math.max(0, this.now() + (this.publisherFacts?.clock.offsetMs ?? this.readerFacts?.clock.offsetMs ?? 0) - event.position.major)
       this.waiters.delivered(token, event.id, this.deliver(event))
     }
   }

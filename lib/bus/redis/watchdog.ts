@@ -1,5 +1,5 @@
 import type { RedisConnection } from './connection'
-import { offsetOf, type ServerFacts } from './server-facts'
+import type { ServerFacts } from './server-facts'
 
 /** Unanswered for this long, the watchdog's TIME says the bus is down. */
 export const STALL_MS = 1000
@@ -7,8 +7,6 @@ export const STALL_MS = 1000
 export const RECEIVE_DEADLINE_MS = 2500
 /** Down for this long without proof of receiving: every stream here is told and closed with a jittered retry, again each such spell. */
 export const DEAF_CLOSE_MS = 5000
-/** A TIME answer slower than this measures the clock offset too loosely to be kept. */
-const OFFSET_MAX_RTT_MS = 100
 
 /**
  * The bus's watch on its server between publishes: one TIME outstanding at most (unanswered for
@@ -58,12 +56,12 @@ export class Watchdog {
     if (publisher.status !== 'ready') return
     this.probeSentAt = this.clocks.monotonic()
     const sent = this.clocks.now()
+    // Behind a command on the slot's key: on a Cluster the TIME is the slot's node's.
     publisher.pipeline().exists(slotKey).time().exec().then((replies) => {
       const [error, time] = replies?.[1] ?? [new Error('no reply')]
       if (error !== null) return
-      const answered = this.clocks.now()
-      const current = facts()
-      if (answered - sent <= OFFSET_MAX_RTT_MS && current !== null) current.offsetMs = offsetOf((time as unknown[]).map(String) as [string, string], sent, answered)
+      // Every round trip is a sample; the clock keeps the best of the recent ones.
+      facts()?.clock.add((time as unknown[]).map(String) as [string, string], sent, this.clocks.now())
     }, () => undefined).finally(() => {
       this.probeSentAt = null
       if (!this.stalledNow) return
