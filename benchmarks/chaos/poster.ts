@@ -6,8 +6,11 @@ export interface PostRecord {
   seq: number
   sentAt: number
   answeredAt: number
-  /** 200; another status (503…); or no answer within the poster's timeout (the client gave up). */
-  outcome: 'accepted' | 'refused' | 'timeout'
+  /**
+   * 200; 503 TOWER_SSE_PUBLISH_UNKNOWN (the bus cannot say: written before the answer, or never);
+   * another status (503…); or no answer within the poster's timeout (the client gave up).
+   */
+  outcome: 'accepted' | 'unknown' | 'refused' | 'timeout'
   /** The answer's status; 0 for a timeout. */
   status: number
 }
@@ -41,7 +44,7 @@ export async function postAtRate (
     const mine = seq++
     const sentAt = Date.now()
     const posting = postNotify(port, { type: 'bench', title: String(mine), body }, timeoutMs).then((answer) => {
-      const outcome = answer.kind === 'no-answer' ? 'timeout' : answer.status === 200 ? 'accepted' : 'refused'
+      const outcome = answer.kind === 'no-answer' ? 'timeout' : answer.status === 200 ? 'accepted' : answer.code === 'TOWER_SSE_PUBLISH_UNKNOWN' ? 'unknown' : 'refused'
       records.push({ seq: mine, sentAt, answeredAt: Date.now(), outcome, status: answer.kind === 'no-answer' ? 0 : answer.status })
       inFlight.delete(posting)
     })
@@ -54,7 +57,8 @@ export async function postAtRate (
 
 /**
  * The records as the clients' accounting reads them: only 200s count as published; a refusal or a
- * timeout is a publish the caller was told failed, so receiving it is a late delivery ("unexpected").
+ * timeout is a publish the caller was told failed, so receiving it is a late delivery ("unexpected");
+ * an "outcome unknown" may arrive or not (docs/bus-guarantees.md): neither lost nor late.
  */
 export function postLogOf (records: readonly PostRecord[]): PostLog {
   const log: PostLog = { accepted: [], refused: [], unknown: [], acceptedAt: new Map() }
@@ -62,7 +66,8 @@ export function postLogOf (records: readonly PostRecord[]): PostLog {
     if (r.outcome === 'accepted') {
       log.accepted.push(r.seq)
       log.acceptedAt.set(r.seq, r.answeredAt)
-    } else log.refused.push({ seq: r.seq, status: r.status, retryAfter: null, at: r.answeredAt })
+    } else if (r.outcome === 'unknown') log.unknown.push(r.seq)
+    else log.refused.push({ seq: r.seq, status: r.status, retryAfter: null, at: r.answeredAt })
   }
   return log
 }

@@ -5,7 +5,7 @@ export const NOTIFY_TIMEOUT_MS = 3000
 
 /** How one POST /api/notify ended: its status (and Retry-After), or no answer at all. */
 export type NotifyOutcome =
-  | { kind: 'answered', status: number, retryAfter: string | null }
+  | { kind: 'answered', status: number, retryAfter: string | null, code: string | null }
   | { kind: 'no-answer', error: string }
 
 /**
@@ -28,14 +28,27 @@ export function postNotify (
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: reuse ? 'keep-alive' : 'close' },
       timeout: timeoutMs
     }, (response) => {
-      response.resume()
-      response.once('end', () => resolve({ kind: 'answered', status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'] ?? null }))
+      // The first KB of the body is enough for a refusal's `code`; the rest is read and dropped.
+      let head = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => { if (head.length < 1024) head += chunk })
+      response.once('end', () => resolve({ kind: 'answered', status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'] ?? null, code: codeOf(head) }))
       response.once('error', (error) => resolve({ kind: 'no-answer', error: error.message }))
     })
     request.once('timeout', () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)))
     request.once('error', (error) => resolve({ kind: 'no-answer', error: error.message }))
     request.end(body)
   })
+}
+
+/** The `code` of a JSON error body, or null. */
+function codeOf (body: string): string | null {
+  try {
+    const code = (JSON.parse(body) as { code?: unknown }).code
+    return typeof code === 'string' ? code : null
+  } catch {
+    return null
+  }
 }
 
 /** What a run of sequenced posts got back: which sequence numbers were accepted, refused, unanswered. */
