@@ -131,8 +131,10 @@ t.test('plans: one row per fault of the issue; --quick and --only write to resul
   t.same(faults(FULL_PLAN.times).map((f) => f.name), ['stall-20', 'stall-200', 'failover', 'lagging-replica', 'rdb-restart', 'aof-restart', 'allkeys-lru', 'instance-stop-trim', 'backlog-4kb', 'clock-ahead',
     'latency-200', 'latency-to-redis', 'latency-from-redis', 'half-open', 'redis-kill', 'reset'])
   t.same(faults(FULL_PLAN.times).filter((f) => f.relayed).map((f) => [f.name, f.setup.kind, f.deafens]),
-    [['latency-200', 'node', false], ['latency-to-redis', 'node', false], ['latency-from-redis', 'node', false], ['half-open', 'node', true], ['redis-kill', 'node', false], ['reset', 'node', false]],
+    [['latency-200', 'node', 'none'], ['latency-to-redis', 'node', 'none'], ['latency-from-redis', 'node', 'none'], ['half-open', 'node', 'first'], ['redis-kill', 'node', 'none'], ['reset', 'node', 'none']],
     'the relay\'s faults on one Redis node; only the half-open partition outlasts busDeafCloseMs')
+  t.same(faults(FULL_PLAN.times).filter((f) => f.stall).map((f) => f.deafens), ['both', 'both'], 'a 15 s stall of Redis deafens both instances')
+  t.same(faults(QUICK_PLAN.times).filter((f) => f.stall).map((f) => f.deafens), ['none', 'none'], 'a 4 s one deafens neither past the spell')
   t.equal(FULL_PLAN.times.partitionMs, 20_000, 'the issue\'s 20 s partition')
   t.ok(QUICK_PLAN.times.partitionMs > 5000, 'even a quick partition outlasts the 5 s detection bound')
   t.equal(FULL_PLAN.times.stallMs, 15_000, 'the issue\'s 15 s stall')

@@ -13,7 +13,8 @@ t.test('deaf longer than busDeafCloseMs: every stream gets a resync and a jitter
   const key = 'deaf'
   const relay = await startFaultRelay(redis.port)
   t.teardown(() => relay.close())
-  const tower = await startTower({ redis: relay.url, redisKey: key, busDeafCloseMs: 0, retryMs: 2000, retryJitterMs: 500 })
+  // Every refusal stormy, answered at once: the storm's widening shows within two seconds.
+  const tower = await startTower({ redis: relay.url, redisKey: key, busDeafCloseMs: 0, retryMs: 2000, retryJitterMs: 500, retryAfterSeconds: 4, stormRefusalsPerSecond: 0, tarpitMs: 0 })
   t.teardown(() => tower.app.close())
   t.same(await request(tower.port, 'GET', '/api/ready').then((r) => [r.status, JSON.parse(r.body)]), [200, { ready: true, bus: 'up' }])
   const streams = await Promise.all([open(t, tower), open(t, tower)])
@@ -30,10 +31,25 @@ t.test('deaf longer than busDeafCloseMs: every stream gets a resync and a jitter
   t.equal(tower.app.sse.stats().busDeaf, 2, 'counted as closed for the bus')
   const deaf = await request(tower.port, 'GET', '/api/ready')
   t.same([deaf.status, JSON.parse(deaf.body)], [503, { ready: false, bus: 'down' }], 'a load balancer sees the instance is not ready')
+  // A reconnect into the still-deaf instance is refused, not admitted into a silent stream and closed again.
+  const refused = await request(tower.port, 'GET', '/api/events')
+  t.equal(refused.status, 503, 'a new stream is refused while deaf')
+  t.match(JSON.parse(refused.body), { code: 'TOWER_SSE_BUS_DEAF', reason: 'busDeaf' })
+  t.match(refused.headers['retry-after'], /^[1-9]\d*$/, 'with a Retry-After')
+  t.equal(tower.app.sse.size, 0, 'no slot taken')
+  t.equal(tower.app.sse.stats().refusals.busDeaf, 1, 'counted by its reason')
+  // Refused again and again, a storm by the meter: its clients are not too many, the instance is
+  // cut off, so their Retry-After stays in the base window [4, 8] (level 2 would make it [16, 32]).
+  for (let i = 0; i < 2000 && tower.app.sse.stats().stormLevel < 2; i++) await request(tower.port, 'GET', '/api/events')
+  t.ok(tower.app.sse.stats().stormLevel >= 2, 'the storm meter counts deaf refusals')
+  const waits = await Promise.all(Array.from({ length: 5 }, () => request(tower.port, 'GET', '/api/events').then((r) => Number(r.headers['retry-after']))))
+  t.ok(waits.every((s) => s >= 4 && s <= 8), `Retry-After unwidened by the storm (${waits.join(', ')})`)
 
   relay.heal()
   await waitFor('the bus up again', () => tower.app.sse.stats().bus.state === 'up', RECOVER_MS)
   t.equal((await request(tower.port, 'GET', '/api/ready')).status, 200, 'ready again')
+  await open(t, tower)
+  await waitFor('a new stream admitted again', () => tower.app.sse.size === 1)
 })
 
 t.test('the reader on another server than the publisher (it reads, but not what is published): the probe says down', async (t) => {

@@ -59,6 +59,11 @@ t.test('at maxmemory with noeviction: state oom, its metric, one log line each w
   t.equal(app.sse.stats().bus.state, 'oom', 'still oom, not down')
   t.notOk(stream.isEnded(), 'the stream stays open')
   t.equal(app.sse.stats().busDeaf, 0, 'never closed as deaf')
+  const another = await open(t, started)
+  await waitFor('a new stream admitted while oom', () => app.sse.size === 2)
+  t.equal(app.sse.stats().refusals.busDeaf, 0, 'nor refused as deaf')
+  another.destroy()
+  await waitFor('its close seen', () => app.sse.size === 1)
 
   for (let i = 0; i < FILLERS; i++) await redis.command('DEL', `filler:${i}`)
   await redis.command('CONFIG', 'SET', 'maxmemory', '3mb')

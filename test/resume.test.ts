@@ -50,6 +50,10 @@ class ControlledBus implements Bus {
     return { kind: 'redis', state: 'up', delivered: this.seq, reads: this.reads.length, lagMs: 0, discontinuities: 0, refusedPublishes: 0 }
   }
 
+  receiving (): boolean {
+    return true
+  }
+
   async close (): Promise<void> {}
 }
 

@@ -1,6 +1,7 @@
 import type { FaultRelay } from '../lib/fault-relay'
 import { RedisNode, SentinelTopology, type NodeOptions } from '../lib/redis-topology'
 import { sleep } from '../lib/processes'
+import { DEAF_CLOSE_MS, RECEIVE_DEADLINE_MS } from '../../lib/bus/redis/watchdog'
 import type { TowerProcess } from '../lib/tower/launcher'
 
 /** What a fault acts on: the Redis it runs on (one server or a Sentinel set) and the two Tower instances. */
@@ -34,11 +35,12 @@ export interface Fault {
   /** Instance A reaches Redis through the fault relay (B straight). */
   relayed: boolean
   /**
-   * The fault makes A deaf for longer than its streams are kept (busDeafCloseMs): A must say so,
-   * tell its streams and close them with a retry (not drops of healthy streams; one resync per
-   * client), and be up again after the heal.
+   * Which instances the fault makes deaf for longer than their streams are kept (the receive
+   * deadline plus busDeafCloseMs): the first (A) or both (a stall of Redis itself). A deaf
+   * instance must say so, tell its streams and close them with a retry (not drops of healthy
+   * streams; one resync per client), refuse new streams meanwhile, and be up again after the heal.
    */
-  deafens: boolean
+  deafens: 'none' | 'first' | 'both'
   /** A setup the bus must refuse at start (Tower exits naming it): the row is that refusal, nothing is published. */
   refusedAtStart?: RegExp
   /** Runs the fault and starts its recovery; resolves when the fault is over (recovery may still be under way). */
@@ -139,11 +141,13 @@ async function killOnRedis (ctx: FaultContext): Promise<void> {
 /** The issue's faults, one row each, in the order of the table. */
 export function faults (t: FaultTimes): Fault[] {
   const single = (options: NodeOptions = {}): Fault['setup'] => ({ kind: 'node', options })
-  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false, restartsB: false, relayed: false, deafens: false }
+  const plain = { bodyBytes: 0, losesData: false, stall: false, failover: false, restartsB: false, relayed: false, deafens: 'none' as const }
+  // Redis stopped past the deaf spell leaves both instances deaf.
+  const stalled = t.stallMs > RECEIVE_DEADLINE_MS + DEAF_CLOSE_MS ? 'both' : 'none'
   const relayed = { ...plain, perSec: 20, setup: single(), relayed: true }
   return [
-    { ...plain, name: 'stall-20', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 20/s`, perSec: 20, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
-    { ...plain, name: 'stall-200', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 200/s`, perSec: 200, setup: single(), stall: true, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
+    { ...plain, name: 'stall-20', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 20/s`, perSec: 20, setup: single(), stall: true, deafens: stalled, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
+    { ...plain, name: 'stall-200', title: `Redis SIGSTOP ${t.stallMs / 1000} s at 200/s`, perSec: 200, setup: single(), stall: true, deafens: stalled, inject: async (ctx) => { await stopFor(node(ctx).pid, t.stallMs) } },
     {
       ...plain,
       name: 'failover',
@@ -272,7 +276,7 @@ export function faults (t: FaultTimes): Fault[] {
       ...relayed,
       name: 'half-open',
       title: `instance A half-open ${t.partitionMs / 1000} s (sockets wedged, Redis drops its side)`,
-      deafens: true,
+      deafens: 'first',
       inject: async (ctx) => {
         relay(ctx).halfOpen()
         try {

@@ -28,7 +28,7 @@ export interface ChaosRow {
   clientsAway: number
   /** Streams the server ended under a client that kept reading (each reconnect counts). */
   streamsDropped: number
-  /** Of instance A's, the streams it closed while deaf (a deafening fault: told and closed with a retry, by design); 0 elsewhere. */
+  /** The streams the instances the fault deafened closed while deaf (told and closed with a retry, by design); 0 elsewhere. */
   deafClosed: number
   /** From the first failed notify to the next acknowledged one (0: none failed; null: none acknowledged after). */
   publishAgainMs: number | null
@@ -43,7 +43,7 @@ export interface ChaosRow {
   /** A stall of Redis: the bus must leave 'up' within 2 s. */
   stall: boolean
   failover: boolean
-  /** Instance A deaf longer than its streams are kept: detected and recovered within the bounds, one resync per client (the signal). */
+  /** An instance (A, or both on a stall) deaf longer than its streams are kept: detected and recovered within the bounds, one resync per client (the signal). */
   deafens: boolean
 }
 

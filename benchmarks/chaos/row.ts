@@ -128,6 +128,7 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
     const phases = await Promise.all(populations.map((p) => p.phase(postLog, firstSeq, last.nextSeq - 1)))
     const kind = phases.map((phase) => phase.client)
     const sum = (pick: (k: typeof kind[number]) => number): number => kind.reduce((total, k) => total + pick(k), 0)
+    const deaf = (instance: number): boolean => fault.deafens === 'both' || (instance === 0 && fault.deafens === 'first')
     const pairs = new Map<number, number>()
     for (const k of kind) {
       for (const group of [k.resyncs.reconnected, k.resyncs.stayed]) for (const [r, n] of group) pairs.set(r, (pairs.get(r) ?? 0) + n)
@@ -149,17 +150,17 @@ export async function runRow (fault: Fault, plan: RowPlan, log: (line: string) =
       late: sum((k) => k.account.totals.unexpected),
       resyncs: resyncSummary([...pairs]),
       notifyDuringFault: answerTimes(records, faultStart, faultEnd + plan.afterMs),
-      // The clients of an instance the fault restarted, or of A while deaf, reconnect by design: not drops.
       clientsAway,
-      streamsDropped: kind.reduce((total, k, i) => total + ((i === 1 && fault.restartsB) || (i === 0 && fault.deafens) ? 0 : k.reopens.length), 0),
-      deafClosed: fault.deafens ? kind[0].reopens.length : 0,
+      // The clients of an instance the fault restarted, or made deaf, reconnect by design: not drops.
+      streamsDropped: kind.reduce((total, k, i) => total + ((i === 1 && fault.restartsB) || deaf(i) ? 0 : k.reopens.length), 0),
+      deafClosed: kind.reduce((total, k, i) => total + (deaf(i) ? k.reopens.length : 0), 0),
       publishAgainMs: publishAgainMs(records),
       bus: busStates(samples, faultStart, faultEnd),
       faultMs: faultEnd - faultStart,
       losesData: fault.losesData,
       stall: fault.stall,
       failover: fault.failover,
-      deafens: fault.deafens
+      deafens: fault.deafens !== 'none'
     }
   } finally {
     await Promise.all(populations.map((p) => p.exit()))

@@ -18,11 +18,15 @@ import { TokenBucket } from './token-bucket'
 /** Requests a connection may pipeline behind its stream (each costs ~1.6 KiB) before it is closed. */
 export const MAX_PIPELINED_BEHIND_STREAM = 32
 
-/** What admission needs of the registry: whether there is room, and how many streams a key holds. */
+/**
+ * What admission needs of the registry: whether there is room, how many streams a key holds, and
+ * whether a new stream could be fed (the bus proves this instance receives).
+ */
 export interface Occupancy {
   readonly capacity: number
   readonly hasRoom: boolean
   countForKey: (key: string) => number
+  readonly receiving: boolean
 }
 
 /**
@@ -37,7 +41,7 @@ export type AdmissionAnswer =
 /**
  * Who may open a stream now, asked twice: `onRequest` (first among the stream route's own
  * onRequest hooks, before body and auth work) answers what is cheap and needs no identity —
- * shutting down, capacity, pressure, the connect rate; `admit` (when the handler subscribes, after
+ * shutting down, a deaf bus, capacity, pressure, the connect rate; `admit` (when the handler subscribes, after
  * the route's own hooks) answers once more, with the request's key, so the per-key limit can count
  * `request.user`, and capacity is rechecked because the hooks between may have yielded. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a window that
  * widens while refusals keep coming, answered at once or — during a storm — after a hold, and the
@@ -137,6 +141,8 @@ export class Admission {
   /** key null: before the route's hooks, when the request's key is not known yet. */
   private refusalReason (key: string | null, consumeToken: boolean): RefusalReason | null {
     if (this.closing) return 'closing'
+    // Before any limit: a stream admitted now would be silent, then closed at the deaf spell's end.
+    if (!this.streams.receiving) return 'busDeaf'
     if (key !== null && this.options.maxClientsPerKey > 0 && this.streams.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
     if (!this.streams.hasRoom) return 'capacity'
     if (this.isUnderPressure()) return 'pressure'
@@ -182,10 +188,15 @@ export class Admission {
     answer()
   }
 
-  /** Seconds drawn from [w, 2w] (bounded), where w is retryAfterSeconds widened by the storm level. */
+  /**
+   * Seconds drawn from [w, 2w] (bounded), where w is retryAfterSeconds widened by the storm level —
+   * but for a deaf bus: its clients are not too many, the instance is cut off, and they should be
+   * back soon after the heal (the storm still holds the refusal in the tarpit first).
+   */
   private drawRetryAfterSeconds (reason: RefusalReason, now: number): number {
     const max = this.options.maxRetryAfterSeconds
-    const window = Math.min(this.options.retryAfterSeconds * this.storm.scale(now), max)
+    const scale = reason === 'busDeaf' ? 1 : this.storm.scale(now)
+    const window = Math.min(this.options.retryAfterSeconds * scale, max)
     const drawn = Math.min(window + Math.floor(this.options.random() * (window + 1)), max)
     // The wait for the next token is capped like every other delay handed out.
     return reason === 'rate' && this.bucket !== null ? Math.min(Math.max(drawn, this.bucket.secondsUntilToken()), max) : drawn

@@ -97,6 +97,12 @@ export interface Bus {
    */
   read (after: EventPosition, upTo: EventPosition): Promise<BusRead>
   stats (): BusStats
+  /**
+   * Whether this instance can prove now that it receives what the bus carries (its own probe came
+   * back within the receive deadline; out of memory counts as receiving, since only writes are
+   * refused). While it cannot, admission refuses new streams: one opened then could not be fed.
+   */
+  receiving (): boolean
   /** Stops delivering; publishes after this reject. */
   close (): Promise<void>
 }

@@ -69,6 +69,11 @@ export class MemoryBus implements Bus {
     return { kind: 'memory', state: this.closed ? 'down' : 'up', delivered: this.seq, reads: 0, lagMs: 0, discontinuities: 0, refusedPublishes: 0 }
   }
 
+  /** In this process, every event published is delivered here. */
+  receiving (): boolean {
+    return !this.closed
+  }
+
   async close (): Promise<void> {
     this.closed = true
   }

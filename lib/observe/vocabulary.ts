@@ -11,6 +11,8 @@ export const REFUSALS = {
   pressure: { code: 'TOWER_SSE_PRESSURE', status: 503, message: () => 'the server is under pressure' },
   rate: { code: 'TOWER_SSE_RATE', status: 503, message: () => 'too many new event streams per second' },
   closing: { code: 'TOWER_SSE_CLOSING', status: 503, message: () => 'the server is shutting down' },
+  /** This instance cannot prove it receives the bus's events (see bus-guarantees.md): a stream here could not be fed. */
+  busDeaf: { code: 'TOWER_SSE_BUS_DEAF', status: 503, message: () => 'this instance cannot prove it receives the event bus; another instance may serve you' },
   pipelined: {
     code: 'TOWER_SSE_PIPELINED',
     status: 503,

@@ -104,6 +104,10 @@ export class SseRegistry {
     return this.clients.size < this.capacity
   }
 
+  get receiving (): boolean {
+    return this.bus.receiving()
+  }
+
   /** Open streams held by `key` (see maxClientsPerKey). */
   countForKey (key: string): number {
     return this.perKey.get(key)?.size ?? 0

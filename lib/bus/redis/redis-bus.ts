@@ -244,6 +244,10 @@ export class RedisBus implements Bus {
     }
   }
 
+  receiving (): boolean {
+    return !this.closed && (this.memory.active || this.proof.silentMs() <= RECEIVE_DEADLINE_MS)
+  }
+
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
