@@ -30,6 +30,9 @@ t.test('the offset: the best of the recent round trips, within half of it of the
   clock.add(time(30_000 + 40), 30_000, 31_500)
   t.same([clock.offsetMs, clock.uncertaintyMs], [790, 750], 'then the window moves on, and the bound still holds the truth')
   t.equal(clock.earliestRedisMs(50_000), 50_000 + 790 - 750, 'the earliest Redis time: offset less uncertainty')
+  // What a connection may hand over as TIME's reply: another command's (a Cluster pipeline redirected mid-failover), nothing, garbage.
+  for (const reply of [0, null, undefined, 'OK', ['1'], ['a', 'b'], [time(60_000), 'x']]) clock.add(reply, 60_000, 60_001)
+  t.same([clock.offsetMs, clock.uncertaintyMs], [790, 750], 'a reply that is not a TIME measures nothing, and throws nothing')
 })
 
 for (const [toRedisMs, fromRedisMs] of [[1500, 0], [0, 1500]]) {

@@ -6,6 +6,7 @@ import { instance, open, received } from './fixtures/bus-instances'
 import { startApp, type TestApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { notify, request } from './fixtures/tower'
+import { epochOf, orderFaults, publish } from './fixtures/publishes'
 import { runCli } from './fixtures/tower-cli'
 import type { TowerStats } from '../lib/tower/stats-route'
 
@@ -16,39 +17,6 @@ let cluster: RedisCluster
 
 t.before(async () => { cluster = await RedisCluster.start() })
 t.teardown(() => cluster.stop())
-
-/** Broadcasts `n` from `app`: its id when acknowledged, the refusal's message when not. */
-async function publish (app: TestApp, n: number, idempotencyKey?: string): Promise<{ n: number, id?: string, refused?: string }> {
-  try {
-    const { id } = await app.app.sse.broadcast({ n }, { idempotencyKey })
-    return { n, id }
-  } catch (error) {
-    return { n, refused: (error as Error).message }
-  }
-}
-
-/**
- * Where a stream repeated an event, or delivered one publisher's events out of the order it
- * published them (two instances publishing at once land in either order, but each its own in order).
- */
-function orderFaults (got: Array<number | 'resync'>, publisherOf: (n: number) => string): string[] {
-  const faults: string[] = []
-  const seen = new Set<number>()
-  const lastOf = new Map<string, number>()
-  for (const n of got) {
-    if (n === 'resync') continue
-    if (seen.has(n)) faults.push(`${n} twice`)
-    seen.add(n)
-    const before = lastOf.get(publisherOf(n))
-    if (before !== undefined && n < before) faults.push(`${before} → ${n}`)
-    lastOf.set(publisherOf(n), n)
-  }
-  return faults
-}
-
-function epochOf (id: string | undefined): string | undefined {
-  return id?.split('-')[0]
-}
 
 /** Two instances on `key`, a stream open on each. */
 async function pair (t: Test, key: string): Promise<{ a: TestApp, b: TestApp, onA: SseConnection, onB: SseConnection }> {

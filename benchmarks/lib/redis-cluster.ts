@@ -1,7 +1,8 @@
 // A real Redis Cluster for the tests: three `redis-server --cluster-enabled yes` masters on free
-// loopback ports (no replicas, no persistence), joined by `redis-cli --cluster create`, each under
-// redis-server.ts's supervisor so none outlives its runner; and a slot migration done by hand, the
-// way `redis-cli --cluster reshard` does it, with a hook between its steps.
+// loopback ports (no persistence; a replica each when asked), joined by `redis-cli --cluster
+// create`, each under redis-server.ts's supervisor so none outlives its runner; a slot migration
+// done by hand, the way `redis-cli --cluster reshard` does it, with a hook between its steps; and
+// a node killed (SIGKILL), for its replica to take over.
 import type { ChildProcess } from 'node:child_process'
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -14,7 +15,14 @@ import { launchRedisProcess, stopRedisProcess } from './redis-server'
 import { redisCommand } from './redis-topology'
 
 const READY_MS = 20_000
-const NODES = 3
+const MASTERS = 3
+
+export interface ClusterOptions {
+  /** Replicas per master (0: none). */
+  replicas?: number
+  /** cluster-node-timeout: how long a master is unreachable before its replica is promoted. */
+  nodeTimeoutMs?: number
+}
 
 export class RedisCluster {
   private constructor (readonly ports: number[], private readonly dir: string, private readonly children: ChildProcess[]) {}
@@ -24,25 +32,37 @@ export class RedisCluster {
     return `redis+cluster://${this.ports.map((port) => `127.0.0.1:${port}`).join(',')}`
   }
 
-  static async start (): Promise<RedisCluster> {
+  static async start (options: ClusterOptions = {}): Promise<RedisCluster> {
+    const replicas = options.replicas ?? 0
+    const nodes = MASTERS * (1 + replicas)
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-cluster-'))
     const ports: number[] = []
     const children: ChildProcess[] = []
     const cluster = new RedisCluster(ports, dir, children)
     try {
-      for (let i = 0; i < NODES; i++) {
+      for (let i = 0; i < nodes; i++) {
         const port = await freePort()
         ports.push(port)
         children.push(await launchRedisProcess(['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-          '--cluster-config-file', path.join(dir, `nodes-${port}.conf`), '--dir', dir, '--save', '', '--appendonly', 'no']))
+          '--cluster-config-file', path.join(dir, `nodes-${port}.conf`), '--dir', dir, '--save', '', '--appendonly', 'no',
+          ...(options.nodeTimeoutMs === undefined ? [] : ['--cluster-node-timeout', String(options.nodeTimeoutMs)])]))
       }
       await promisify(execFile)('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`),
-        '--cluster-replicas', '0', '--cluster-yes'], { timeout: READY_MS })
+        '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: READY_MS })
       for (const port of ports) {
-        await waitFor(`cluster node ${port} to be ok with ${NODES} masters`, async () => {
+        await waitFor(`cluster node ${port} to be ok with ${nodes} nodes`, async () => {
           const info = String(await redisCommand(port, 'CLUSTER', 'INFO'))
-          return /cluster_state:ok/.test(info) && new RegExp(`cluster_known_nodes:${NODES}\\b`).test(info)
+          return /cluster_state:ok/.test(info) && new RegExp(`cluster_known_nodes:${nodes}\\b`).test(info)
         }, READY_MS, 100)
+      }
+      // A replica counts once it has synced: a failover before that would promote an empty one.
+      if (replicas > 0) {
+        for (const port of ports) {
+          await waitFor(`node ${port} to be a master or a synced replica`, async () => {
+            const info = String(await redisCommand(port, 'INFO', 'replication'))
+            return /^role:master/m.test(info) || /^master_link_status:up/m.test(info)
+          }, READY_MS, 100)
+        }
       }
     } catch (error) {
       await cluster.stop()
@@ -59,9 +79,9 @@ export class RedisCluster {
     return Number(await this.command(this.ports[0], 'CLUSTER', 'KEYSLOT', key))
   }
 
-  /** The port of the node serving `slot`, as the node on ports[0] sees it. */
-  async ownerOf (slot: number): Promise<number> {
-    const slots = await this.command(this.ports[0], 'CLUSTER', 'SLOTS') as Array<[number, number, [string, number, string]]>
+  /** The port of the node serving `slot`, as the node on `askPort` (ports[0] by default) sees it. */
+  async ownerOf (slot: number, askPort = this.ports[0]): Promise<number> {
+    const slots = await this.command(askPort, 'CLUSTER', 'SLOTS') as Array<[number, number, [string, number, string]]>
     const range = slots.find(([from, to]) => slot >= from && slot <= to)
     if (range === undefined) throw new Error(`no node serves slot ${slot}`)
     return range[2][1]
@@ -99,6 +119,13 @@ export class RedisCluster {
       }
       return true
     }, READY_MS, 100)
+  }
+
+  /** SIGKILLs the node on `port` (its supervisor stays the one to reap it); its replica may then take its slots over. */
+  async kill (port: number): Promise<void> {
+    const child = this.children[this.ports.indexOf(port)]
+    if (child === undefined) throw new Error(`no cluster node on ${port}`)
+    await stopRedisProcess(child)
   }
 
   async stop (): Promise<void> {

@@ -43,7 +43,7 @@ export class ServerFactsReader {
     const promoted = /^second_repl_offset:(-?\d+)/m.exec(String(replication))?.[1] !== '-1'
     const lossless = (appendonly as string[] | undefined)?.[1] === 'yes' && (fsync as string[] | undefined)?.[1] === 'always' && !promoted
     const clock = new ClockOffset()
-    clock.add(time as [string, string], sent, this.now())
+    clock.add(time, sent, this.now())
     return { runId, lossless, clock }
   }
 
@@ -102,9 +102,11 @@ export class ClockOffset {
   uncertaintyMs = Infinity
   private readonly samples: Array<{ offsetMs: number, uncertaintyMs: number }> = []
 
-  add ([seconds, micros]: [string, string], sent: number, answered: number): void {
-    const redisMs = Number(seconds) * 1000 + Number(micros) / 1000
-    // A reply that is not a time (a broken connection's, a proxy's) measures nothing.
+  /** `reply`: TIME's, as the connection gave it (checked here: on a Cluster a redirected pipeline's reply may be another command's). */
+  add (reply: unknown, sent: number, answered: number): void {
+    // A reply that is not a time (a broken connection's, a proxy's, another command's) measures nothing.
+    if (!Array.isArray(reply) || reply.length !== 2) return
+    const redisMs = Number(reply[0]) * 1000 + Number(reply[1]) / 1000
     if (!Number.isFinite(redisMs)) return
     this.samples.push({ offsetMs: redisMs - (sent + answered) / 2, uncertaintyMs: (answered - sent) / 2 })
     if (this.samples.length > OFFSET_SAMPLES) this.samples.shift()

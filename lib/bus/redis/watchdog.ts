@@ -61,8 +61,8 @@ export class Watchdog {
       const [error, time] = replies?.[1] ?? [new Error('no reply')]
       if (error !== null) return
       // Every round trip is a sample; the clock keeps the best of the recent ones.
-      facts()?.clock.add((time as unknown[]).map(String) as [string, string], sent, this.clocks.now())
-    }, () => undefined).finally(() => {
+      facts()?.clock.add(time, sent, this.clocks.now())
+    }).catch(() => undefined).finally(() => {
       this.probeSentAt = null
       if (!this.stalledNow) return
       this.stalledNow = false
