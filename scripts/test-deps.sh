@@ -1,12 +1,14 @@
 #!/bin/sh
 # The system packages the test suite drives, from Debian, when they are missing: chromium for the
-# browser tests, redis-server for the bus tests, nginx, haproxy and caddy for the proxy tests. The
-# tests start their own servers on free ports, so the services the packages start are stopped.
+# browser tests, redis-server for the bus tests, openssl for their TLS certificates, nginx, haproxy
+# and caddy for the proxy tests. The tests start their own servers on free ports, so the services
+# the packages start are stopped.
 # Needs root (or sudo) the first time only.
 set -eu
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 # nginx and haproxy install to /usr/sbin, which a non-root PATH may lack.
 [ -x /usr/sbin/nginx ] || missing="$missing nginx"
 [ -x /usr/sbin/haproxy ] || missing="$missing haproxy"

@@ -38,6 +38,9 @@ t.test('nothing listening, and an HTTP server at the address: each named', async
   t.teardown(() => web.close())
   const { port } = web.address() as AddressInfo
   t.match((await refusal(`redis://127.0.0.1:${port}`)).message, /: what answers there is not Redis \(Unknown RESP type 72 "H"/)
+  // ioredis's Cluster says only "Failed to refresh slots cache.": a node's own connect says why.
+  t.match((await refusal('redis+cluster://127.0.0.1:1,127.0.0.1:2')).message,
+    /on redis\+cluster:\/\/127\.0\.0\.1:1,127\.0\.0\.1:2: no node of the cluster answered: nothing is listening there \(connect ECONNREFUSED 127\.0\.0\.1:[12]\)$/)
 })
 
 t.test('a stalled Redis (SIGSTOP): named as such, before the plugin\'s start-up timeout (10 s)', async (t) => {

@@ -1,8 +1,8 @@
 // A real Redis Cluster for the tests: three `redis-server --cluster-enabled yes` masters on free
 // loopback ports (no persistence; a replica each when asked), joined by `redis-cli --cluster
 // create`, each under redis-server.ts's supervisor so none outlives its runner; a slot migration
-// done by hand, the way `redis-cli --cluster reshard` does it, with a hook between its steps; and
-// a node killed (SIGKILL), for its replica to take over.
+// done by hand, the way `redis-cli --cluster reshard` does it, with a hook between its steps; a
+// node killed (SIGKILL), for its replica to take over; and every link over TLS when asked.
 import type { ChildProcess } from 'node:child_process'
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -12,7 +12,8 @@ import { promisify } from 'node:util'
 import { freePort } from './free-port'
 import { waitFor } from './wait-for'
 import { launchRedisProcess, stopRedisProcess } from './redis-server'
-import { redisCommand } from './redis-topology'
+import { redisCommandOver } from './redis-topology'
+import type { TlsCertificates } from './tls-certificates'
 
 const READY_MS = 20_000
 const MASTERS = 3
@@ -22,14 +23,21 @@ export interface ClusterOptions {
   replicas?: number
   /** cluster-node-timeout: how long a master is unreachable before its replica is promoted. */
   nodeTimeoutMs?: number
+  /** Every node serves TLS only (clients, the cluster bus, replication) with these certificates. */
+  tls?: TlsCertificates
 }
 
 export class RedisCluster {
-  private constructor (readonly ports: number[], private readonly dir: string, private readonly children: ChildProcess[]) {}
+  private constructor (
+    readonly ports: number[],
+    private readonly dir: string,
+    private readonly children: ChildProcess[],
+    private readonly tls: TlsCertificates | undefined
+  ) {}
 
-  /** The `redis+cluster://` URL naming every node. */
+  /** The `redis+cluster://` URL naming every node (`rediss+cluster://` over TLS). */
   get url (): string {
-    return `redis+cluster://${this.ports.map((port) => `127.0.0.1:${port}`).join(',')}`
+    return `${this.tls === undefined ? 'redis' : 'rediss'}+cluster://${this.ports.map((port) => `127.0.0.1:${port}`).join(',')}`
   }
 
   static async start (options: ClusterOptions = {}): Promise<RedisCluster> {
@@ -38,20 +46,25 @@ export class RedisCluster {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-cluster-'))
     const ports: number[] = []
     const children: ChildProcess[] = []
-    const cluster = new RedisCluster(ports, dir, children)
+    const { tls } = options
+    const cluster = new RedisCluster(ports, dir, children, tls)
     try {
       for (let i = 0; i < nodes; i++) {
         const port = await freePort()
         ports.push(port)
-        children.push(await launchRedisProcess(['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+        const listen = tls === undefined
+          ? ['--port', String(port)]
+          : ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca,
+              '--tls-auth-clients', 'no', '--tls-cluster', 'yes', '--tls-replication', 'yes']
+        children.push(await launchRedisProcess([...listen, '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
           '--cluster-config-file', path.join(dir, `nodes-${port}.conf`), '--dir', dir, '--save', '', '--appendonly', 'no',
           ...(options.nodeTimeoutMs === undefined ? [] : ['--cluster-node-timeout', String(options.nodeTimeoutMs)])]))
       }
-      await promisify(execFile)('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`),
+      await promisify(execFile)('redis-cli', [...(tls === undefined ? [] : ['--tls', '--cacert', tls.ca]), '--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`),
         '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: READY_MS })
       for (const port of ports) {
         await waitFor(`cluster node ${port} to be ok with ${nodes} nodes`, async () => {
-          const info = String(await redisCommand(port, 'CLUSTER', 'INFO'))
+          const info = String(await cluster.command(port, 'CLUSTER', 'INFO'))
           return /cluster_state:ok/.test(info) && new RegExp(`cluster_known_nodes:${nodes}\\b`).test(info)
         }, READY_MS, 100)
       }
@@ -59,7 +72,7 @@ export class RedisCluster {
       if (replicas > 0) {
         for (const port of ports) {
           await waitFor(`node ${port} to be a master or a synced replica`, async () => {
-            const info = String(await redisCommand(port, 'INFO', 'replication'))
+            const info = String(await cluster.command(port, 'INFO', 'replication'))
             return /^role:master/m.test(info) || /^master_link_status:up/m.test(info)
           }, READY_MS, 100)
         }
@@ -72,7 +85,7 @@ export class RedisCluster {
   }
 
   command (port: number, name: string, ...args: Array<string | number>): Promise<unknown> {
-    return redisCommand(port, name, ...args)
+    return redisCommandOver(port, this.tls === undefined ? undefined : { ca: fs.readFileSync(this.tls.ca) }, name, ...args)
   }
 
   async slotOf (key: string): Promise<number> {
@@ -114,7 +127,7 @@ export class RedisCluster {
     }
     await waitFor(`every node to see slot ${slot} on ${to}`, async () => {
       for (const port of this.ports) {
-        const slots = await redisCommand(port, 'CLUSTER', 'SLOTS') as Array<[number, number, [string, number, string]]>
+        const slots = await this.command(port, 'CLUSTER', 'SLOTS') as Array<[number, number, [string, number, string]]>
         if (slots.find(([low, high]) => slot >= low && slot <= high)?.[2][1] !== to) return false
       }
       return true

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { SseStats } from '..'
-import { backoffDelayMs, createRedisConnection, keyPrefix, RESTART_ATTEMPT, restartWhenEnded, type RandomSource, type RedisConnection } from '../internal'
+import { backoffDelayMs, createRedisConnection, disconnectQuietly, keyPrefix, RESTART_ATTEMPT, restartWhenEnded, type RandomSource, type RedisConnection } from '../internal'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */
@@ -96,6 +96,6 @@ export class InstanceBoard {
     // Bounded: a stalled Redis must not hold the shutdown (the key expires by itself anyway).
     await withTimeout(this.redis.multi().del(this.instanceKey(this.id)).srem(this.setKey, this.id).exec().catch(() => undefined), CLOSE_TIMEOUT_MS)
     this.stopRestart()
-    this.redis.disconnect()
+    disconnectQuietly(this.redis)
   }
 }

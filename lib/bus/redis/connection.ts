@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import { backoffDelayMs } from '../../shared/backoff'
 import { parseRedisUrl } from './url'
@@ -60,6 +61,19 @@ export function createRedisConnection (url: string, rest: RedisOptions): RedisCo
     // A primary that hangs rather than dies is noticed by the sentinels' +switch-master message.
     failoverDetector: true
   })
+}
+
+/**
+ * Disconnects (`reconnect`: then connects again), with a listener for an error the socket may
+ * still emit: ioredis ends the socket of a connection whose error it has handled already (a TLS
+ * handshake refused) with no listener left on it, and the server's answer to that end (a TLS
+ * alert) would be an uncaught exception — the app's crash instead of the start-up error.
+ */
+export function disconnectQuietly (connection: RedisConnection, reconnect = false): void {
+  for (const node of isCluster(connection) ? connection.nodes() : [connection]) {
+    (node.stream as Socket | undefined)?.on('error', () => {})
+  }
+  connection.disconnect(reconnect)
 }
 
 /** The backoff attempt a restart draws its delay at: the whole window, up to the backoff's cap. */

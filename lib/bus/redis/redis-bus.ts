@@ -1,5 +1,5 @@
 import { randomBytes, randomFillSync } from 'node:crypto'
-import { isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type RedisConnection } from './connection'
+import { disconnectQuietly, isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type RedisConnection } from './connection'
 import { keyPrefix } from './keys'
 import { redactRedisUrl } from './url'
 import { formatEventId, type EventPosition } from '../event-id'
@@ -288,7 +288,7 @@ export class RedisBus implements Bus {
       if (this.publisher.status !== 'ready') return
       this.publisherFacts = facts
       this.noteState()
-    }, () => this.publisher.disconnect(true))
+    }, () => disconnectQuietly(this.publisher, true))
   }
 
   /**
@@ -334,9 +334,9 @@ export class RedisBus implements Bus {
   private closeConnections (): void {
     this.stopRestarts()
     clearInterval(this.watchTimer)
-    this.reader.disconnect()
+    disconnectQuietly(this.reader)
     this.publisher.off('ready', this.learnPublisher)
-    if (this.ownsPublisher) this.publisher.disconnect()
+    if (this.ownsPublisher) disconnectQuietly(this.publisher)
     else for (const name of STATE_EVENTS) this.publisher.off(name, this.noteState)
   }
 
