@@ -1,5 +1,10 @@
 import type { ChildProcess } from 'node:child_process'
 
+/** A child's start (a server listening, a population connected) on a busy 2-core machine: a hang guard, not a speed bound. */
+export const CHILD_START_TIMEOUT_MS = 30_000
+/** Any other request to a child (stats, stop). */
+export const CHILD_REQUEST_TIMEOUT_MS = 15_000
+
 /** A request to a child: `type` picks the handler, the rest is its argument. */
 export interface IpcRequest {
   type: string

@@ -1,11 +1,8 @@
-import { IpcClient } from '../lib/ipc'
+import { CHILD_REQUEST_TIMEOUT_MS, CHILD_START_TIMEOUT_MS, IpcClient } from '../lib/ipc'
 import { spawnSibling } from '../lib/spawn-sibling'
 import type { ServerVariant } from './servers'
 import { EVENTS_PATH } from './servers/contract'
 import type { ServerStats } from './stats'
-
-const STARTUP_TIMEOUT_MS = 30_000
-const REQUEST_TIMEOUT_MS = 15_000
 
 /** A server under test in its own process (server-main), listening on loopback. */
 export class ServerProcess {
@@ -16,7 +13,7 @@ export class ServerProcess {
     const args = [variant.setup, JSON.stringify(variant.options), String(port)]
     const ipc = new IpcClient(spawnSibling(__filename, 'server-main', { args }), `server (${label})`)
     try {
-      return new ServerProcess(ipc, await ipc.request<number>({ type: 'port' }, STARTUP_TIMEOUT_MS))
+      return new ServerProcess(ipc, await ipc.request<number>({ type: 'port' }, CHILD_START_TIMEOUT_MS))
     } catch (error) {
       await ipc.exit()
       throw error
@@ -28,12 +25,12 @@ export class ServerProcess {
   }
 
   async stats (): Promise<ServerStats> {
-    return await this.ipc.request<ServerStats>({ type: 'stats' }, REQUEST_TIMEOUT_MS)
+    return await this.ipc.request<ServerStats>({ type: 'stats' }, CHILD_REQUEST_TIMEOUT_MS)
   }
 
   /** Closes the server (its last log lines included) and returns its final counts. */
   async stop (): Promise<ServerStats> {
-    return await this.ipc.request<ServerStats>({ type: 'stop' }, REQUEST_TIMEOUT_MS)
+    return await this.ipc.request<ServerStats>({ type: 'stop' }, CHILD_REQUEST_TIMEOUT_MS)
   }
 
   async exit (): Promise<void> {

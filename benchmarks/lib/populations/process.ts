@@ -1,11 +1,8 @@
-import { IpcClient } from '../ipc'
+import { CHILD_REQUEST_TIMEOUT_MS, CHILD_START_TIMEOUT_MS, IpcClient } from '../ipc'
 import { spawnSibling } from '../spawn-sibling'
 import type { PopulationName } from './names'
 import type { PopulationSettings } from './contract'
 import type { ClientStats } from './stats'
-
-const STARTUP_TIMEOUT_MS = 30_000
-const REQUEST_TIMEOUT_MS = 15_000
 
 /**
  * A client population in its own process (population-main), spawned while its server starts;
@@ -21,16 +18,16 @@ export class PopulationProcess {
   }
 
   async start (url: string): Promise<ClientStats> {
-    return await this.ipc.request<ClientStats>({ type: 'start', url }, STARTUP_TIMEOUT_MS)
+    return await this.ipc.request<ClientStats>({ type: 'start', url }, CHILD_START_TIMEOUT_MS)
   }
 
   async stats (): Promise<ClientStats> {
-    return await this.ipc.request<ClientStats>({ type: 'stats' }, REQUEST_TIMEOUT_MS)
+    return await this.ipc.request<ClientStats>({ type: 'stats' }, CHILD_REQUEST_TIMEOUT_MS)
   }
 
   /** Stops every client (and every pending reconnect). */
   async stop (): Promise<void> {
-    await this.ipc.request({ type: 'stop' }, REQUEST_TIMEOUT_MS)
+    await this.ipc.request({ type: 'stop' }, CHILD_REQUEST_TIMEOUT_MS)
   }
 
   async exit (): Promise<void> {
