@@ -1,24 +1,14 @@
 import createError from '@fastify/error'
-import { describe } from './shared/describe'
 import { REFUSALS, type RefusalReason } from './observe/vocabulary'
+import { TowerSseOptionError } from './shared/option-rules'
+
+export { TowerSseOptionError }
 
 /**
  * Every error the plugin throws or sends, each with a stable `TOWER_SSE_*` `code` to match on
  * (messages may change); Tower's own are in lib/tower/errors.ts. Built with @fastify/error, so
  * they are what Fastify users already know (`code`, `statusCode`, `instanceof`).
  */
-
-const OptionErrorBase = createError('TOWER_SSE_OPTION', 'tower-sse: option "%s" must be %s, got %s', 500, TypeError)
-
-/** Thrown at register time; its message names the option and the value that was refused. */
-export class TowerSseOptionError extends OptionErrorBase {
-  readonly option: string
-  constructor (option: string, value: unknown, expected: string) {
-    super(option, expected, describe(value))
-    this.name = 'TowerSseOptionError'
-    this.option = option
-  }
-}
 
 /** A bad `topics` query (or topicsFromRequest result): the stream route answers 400 with it. */
 export const SubscriptionError = createError('TOWER_SSE_BAD_SUBSCRIPTION', 'tower-sse: %s', 400)
@@ -35,9 +25,15 @@ export const TopicError = createError<[string]>('TOWER_SSE_BAD_TOPIC', 'tower-ss
 /** An event's `id` or `event` is not a string, or holds CR, LF or NUL (it would inject a field). */
 export const EventFieldError = createError('TOWER_SSE_BAD_FIELD', 'tower-sse: event %s must %s', 500, TypeError)
 
-/** Event data JSON cannot represent (undefined, a function, a symbol). */
-export const UnencodableDataError = createError('TOWER_SSE_UNENCODABLE_DATA',
-  'tower-sse: event data of type %s cannot be sent as JSON', 500, TypeError)
+/** Event data JSON cannot represent (undefined, a function, a symbol, a BigInt, a cycle). */
+export const UnencodableDataError = createError<[string]>('TOWER_SSE_UNENCODABLE_DATA',
+  'tower-sse: event data cannot be sent as JSON: %s', 500, TypeError)
+
+/** `fastify.sse.send` or `close` given something other than `{ id }` or `{ key }` (strings). */
+export const StreamAddressError = createError<[string]>('TOWER_SSE_BAD_ADDRESS', 'tower-sse: a stream address must be { id: string } or { key: string }, got %s', 500, TypeError)
+
+/** `fastify.sse.close` with a reason it does not count. */
+export const AppCloseReasonError = createError<[string, string]>('TOWER_SSE_BAD_CLOSE_REASON', 'tower-sse: a stream is closed as %s, got %s', 500, TypeError)
 
 /** A `retry:` value that is not a non-negative integer of ms. */
 export const RetryValueError = createError('TOWER_SSE_BAD_RETRY', 'tower-sse: retry must be a non-negative integer of ms, got %s', 500, TypeError)
@@ -88,6 +84,16 @@ export const AlreadyRegisteredError = createError('TOWER_SSE_ALREADY_REGISTERED'
   'tower-sse: already registered in this context; one registration serves any number of stream routes (route option eventStream: true), ' +
   'and a separate registry needs its own context: app.register(async (scope) => { await scope.register(towerSse, …) })', 500)
 
+/** A route with `eventStream` declared in a context where no tower-sse is registered, there or above. */
+export const StreamRouteOutsideError = createError<[string]>('TOWER_SSE_ROUTE_OUTSIDE',
+  'tower-sse: %s has the route option eventStream, but no tower-sse is registered in its context or above. Register tower-sse in a ' +
+  'parent of this route\'s plugin, or make the plugin that registers it share its context (wrap it in fastify-plugin\'s fp())', 500)
+
+/** A stream route's handler called subscribe() without returning (or awaiting) its promise, and Fastify answered meanwhile. */
+export const SubscribeNotReturnedError = createError<[string]>('TOWER_SSE_NOT_RETURNED',
+  'tower-sse: the handler of %s did not return reply.eventStream.subscribe(), so the request was answered before its stream could open; ' +
+  'write `return reply.eventStream.subscribe(…)` (or await it)', 500)
+
 /** sseOf(fastify) where no tower-sse is registered in that context or above. */
 export const NotRegisteredError = createError('TOWER_SSE_NOT_REGISTERED',
   'tower-sse: not registered in this context or above; fastify.sse exists where tower-sse is registered and in the contexts below', 500)
@@ -114,6 +120,8 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BAD_FIELD: EventFieldError,
   TOWER_SSE_UNENCODABLE_DATA: UnencodableDataError,
   TOWER_SSE_BAD_RETRY: RetryValueError,
+  TOWER_SSE_BAD_ADDRESS: StreamAddressError,
+  TOWER_SSE_BAD_CLOSE_REASON: AppCloseReasonError,
   TOWER_SSE_REGISTRY_FULL: RegistryFullError,
   TOWER_SSE_BUS_UNAVAILABLE: BusUnavailableError,
   TOWER_SSE_BUS_CLOSED: BusClosedError,
@@ -125,6 +133,8 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BAD_IDEMPOTENCY_KEY: BroadcastIdempotencyKeyError,
   TOWER_SSE_ALREADY_REGISTERED: AlreadyRegisteredError,
   TOWER_SSE_NOT_REGISTERED: NotRegisteredError,
+  TOWER_SSE_ROUTE_OUTSIDE: StreamRouteOutsideError,
+  TOWER_SSE_NOT_RETURNED: SubscribeNotReturnedError,
   TOWER_SSE_IDEMPOTENCY_CONFLICT: IdempotencyConflictError,
   TOWER_SSE_HOST_NOT_ALLOWED: HostNotAllowedError,
   TOWER_SSE_ORIGIN_NOT_ALLOWED: OriginNotAllowedError

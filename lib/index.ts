@@ -12,20 +12,29 @@ import { AlreadyRegisteredError } from './errors'
 import { normalizeOptions, type TowerSseOptions } from './options'
 import type { SseStats } from './observe/vocabulary'
 import { createBus } from './bus'
-import { hubOf } from './streams/hub'
-import { hubIn } from './streams/sse-of'
-import { SseRegistry } from './streams/registry'
+import { createHub, type SseHub } from './streams/hub'
+import { Registry } from './streams/registry'
+import { FanOut } from './streams/fan-out'
+import { Sweep } from './streams/sweep'
 import { StreamStats } from './observe/stats'
-import { StreamOpener } from './stream/open'
-import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } from './stream/routes'
+import { StreamOpener } from './route/open'
+import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } from './route/stream-route'
 import { WriteCoalescer } from './streams/write-coalescer'
 
 declare module 'fastify' {
+  /* eslint-disable @typescript-eslint/no-unused-vars -- an augmentation repeats Fastify's type parameters */
+  interface FastifyInstance<RawServer, RawRequest, RawReply, Logger, TypeProvider> {
+    /**
+     * The streams of the tower-sse registered in this context or above (`broadcast`, `send`,
+     * `close`, `stats`…). Typed on every instance, as every Fastify plugin's decorator is; where
+     * code may run in a context without tower-sse, `sseOf(fastify)` is the checked way.
+     */
+    sse: SseHub
+  }
   interface FastifyReply {
-    /** On a stream route (route option `eventStream`): `reply.eventStream.subscribe({ topics, key, lastEventId, initialEvent })`. */
+    /** On a stream route (route option `eventStream`): `return reply.eventStream.subscribe({ … })`. */
     eventStream: EventStreamReply
   }
-  /* eslint-disable @typescript-eslint/no-unused-vars -- an augmentation repeats Fastify's type parameters */
   interface RouteShorthandOptions<
     RawServer extends RawServerBase = RawServerDefault,
     RawRequest extends RawRequestDefaultExpression<RawServer> = RawRequestDefaultExpression<RawServer>,
@@ -38,7 +47,7 @@ declare module 'fastify' {
   > {
     /**
      * Makes this route an event stream of the tower-sse registered in its context (or above):
-     * admission's early check runs ahead of the route's own onRequest hooks, and the handler calls
+     * admission's early check runs ahead of the route's own onRequest hooks, and the handler returns
      * `reply.eventStream.subscribe()`. `{ keyFn, topicsFromRequest, initialEvent }` override the plugin's for this route.
      */
     eventStream?: EventStreamRouteOption
@@ -46,61 +55,80 @@ declare module 'fastify' {
   /* eslint-enable @typescript-eslint/no-unused-vars */
 }
 
+/**
+ * The plugin: options normalised once, then the parts wired in the order data flows — request →
+ * admission → registry → stream; broadcast → bus → fan-out (encoded once) → each stream's writer.
+ */
 const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawOptions) => {
   const options = normalizeOptions(rawOptions)
   if (Object.hasOwn(fastify, 'sse')) throw new AlreadyRegisteredError()
+  const { clocks } = options
   const counts = new StreamStats()
-  const activity = new ActivityLog(counts, { windowMs: options.logIntervalMs, stormConnectsPerMinute: options.stormConnectsPerMinute })
-  const registry = new SseRegistry({ capacity: options.maxClients, historyMaxEvents: options.historyMaxEvents, historyMaxBytes: options.historyMaxBytes }, counts, createBus(options, fastify.log), options.random)
-  const admission = new Admission(fastify, registry, counts, options)
-  // Streams the registry ends while the bus is deaf get admission's jittered retry:.
-  await registry.start(() => admission.retryFrame())
-  // One flush per turn for every stream written to in that turn (see lib/streams/write-coalescer.ts).
-  const turn = new WriteCoalescer()
-  const stats = (): SseStats => counts.read(registry.gauges(), admission.gauges())
-  const hub = hubOf(registry, stats)
+  const activity = new ActivityLog(counts, options.logIntervalMs)
+  const bus = createBus(options.redis, options.history, clocks, fastify.log)
+  const registry = new Registry(options.maxClients, counts)
+  const admission = new Admission(fastify, registry, bus, counts, options, clocks)
+  const fanOut = new FanOut(registry, bus, options.history, counts, clocks.random)
+  const sweep = new Sweep(registry, clocks.random)
+  await fanOut.start()
+  const stats = (): SseStats => counts.read({
+    current: registry.size,
+    capacity: registry.capacity,
+    historyEvents: fanOut.history.size,
+    historyBytes: fanOut.history.byteLength,
+    openStreamBytes: registry.openStreamBytes(),
+    bus: bus.stats()
+  }, admission.gauges())
+  const hub = createHub(registry, fanOut, counts, stats)
   fastify.decorate('sse', hub)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./observe/metrics') as typeof import('./observe/metrics')
-    const busState = registry.bus.shared
+    const busState = bus.shared
       ? () => {
-          const { state, lagMs, reads, refusedPublishes } = registry.bus.stats()
+          const { state, lagMs, reads, refusedPublishes } = bus.stats()
           return { up: state === 'up', outOfMemory: state === 'oom', lagSeconds: lagMs / 1000, reads, refusedPublishes }
         }
       : undefined
-    const unregister = registerMetrics(options.metrics, { stats, timeBroadcasts: (observe) => registry.timeBroadcasts(observe) }, busState)
+    const unregister = registerMetrics(options.metrics, { stats, timeBroadcasts: (observe) => fanOut.timeBroadcasts(observe) }, busState)
     fastify.addHook('onClose', (_instance, hookDone) => {
       unregister()
       hookDone()
     })
   }
 
-  // Every stream route's first onRequest hooks, in order: the Host/Origin guard (a refused request
-  // is never counted by admission), then admission's cheap early check.
-  const early = [streamGuard(options), admission.onRequest]
+  // Every stream of this registration: one byte budget, one flush per turn (see
+  // lib/streams/write-coalescer.ts), admission's jittered retry: before every end the server chooses.
+  const context = { maxBufferedBytes: options.maxBufferedBytes, coalescer: new WriteCoalescer(), retryFrame: admission.retryFrame, finished: registry.remove }
+  const opener = new StreamOpener(registry, fanOut, admission, counts, options, context, clocks)
   // Each stream route of this context (and of contexts below without their own registration)
-  // shares this registry: one capacity, one heartbeat, one bus.
-  const opener = new StreamOpener(registry, admission, counts, options, turn)
-  addStreamRoutes(fastify, opener, options, early, (instance) => hubIn(instance) === hub, takeOverClosingRequests(fastify, admission.refuseClosing))
+  // shares this registry: one capacity, one heartbeat, one bus. Its first onRequest hooks, in
+  // order: the Host/Origin guard (a refused request is never counted by admission), then
+  // admission's cheap early check.
+  addStreamRoutes(fastify, {
+    opener,
+    stats: counts,
+    path: options.path,
+    first: [streamGuard(options.guard), admission.onRequest],
+    owns: (instance) => instance.sse === hub,
+    closing: takeOverClosingRequests(fastify, admission.refuseClosing)
+  })
 
-  // One timer for every client's heartbeat and one for the log summary; neither keeps the process alive.
-  const heartbeatTimer = setInterval(() => registry.heartbeat(), options.heartbeatMs).unref()
-  const logTimer = setInterval(
-    () => activity.flush(fastify.log, registry.size),
-    options.logIntervalMs
-  ).unref()
+  // One timer for every stream's heartbeat and one for the log summary; neither keeps the process alive.
+  const heartbeatTimer = setInterval(() => sweep.heartbeat(), options.heartbeatMs).unref()
+  const logTimer = setInterval(() => activity.flush(fastify.log, registry.size), options.logIntervalMs).unref()
 
   // Streams never end by themselves, so they must be ended before close() waits on connections.
   fastify.addHook('preClose', async () => {
     admission.close()
-    await registry.drain(options.drainMs, () => admission.retryFrame(), options.random)
+    await sweep.drain(options.drainMs)
   })
   fastify.addHook('onClose', (_instance: FastifyInstance, hookDone) => {
     clearInterval(heartbeatTimer)
     clearInterval(logTimer)
+    sweep.stop()
     activity.flush(fastify.log, registry.size)
-    registry.close().then(() => hookDone(), hookDone)
+    fanOut.close().then(() => hookDone(), hookDone)
   })
 }
 
@@ -111,28 +139,30 @@ export default towerSse
 export { towerSse }
 export { DEFAULTS } from './options'
 export { streamGuard } from './admission/request-guard'
-export { topicProblem, ALL_TOPICS, MAX_TOPICS, MAX_TOPIC_LENGTH } from './events/topic'
-export { topicsFromQuery } from './stream/stream-request'
-export type { StreamGuardOptions } from './admission/request-guard'
-export {
-  errorCodes, REFUSAL_CODES, TowerSseOptionError, SubscriptionError, TopicError, TopicForbiddenError, BroadcastIdPropertyError,
-  EventFieldError, UnencodableDataError, RetryValueError, RegistryFullError, BusUnavailableError, BusClosedError,
-  BusBusyError, PublishOutcomeUnknownError, BusEvictableError, BusStartError, BroadcastIdempotencyKeyError, IdempotencyConflictError, AlreadyRegisteredError, NotRegisteredError,
-  HostNotAllowedError, OriginNotAllowedError
-} from './errors'
-export type { TowerSseOptions, SseEventInit, SseClientInfo, RedisClientLike, InitialEvent, MetricsRegistryLike } from './options'
-export type { StreamRouteOptions, SubscribeOptions } from './stream/open'
-export type { PerRequestStream } from './stream/per-request'
-export type { EventStreamReply, EventStreamRouteOption } from './stream/routes'
-export type { TopicsFromRequest, TopicsGranted, AllowTopic } from './stream/stream-request'
-export type { KeyFn } from './admission/request-key'
-export { defaultKeyFn, keyByAddress, keyFromClientId } from './admission/request-key'
-export type { AddressGrouping } from './admission/address-key'
-export type { BroadcastOptions, BroadcastResult, StreamAddress } from './streams/registry'
-export type { SseStats, AppCloseReason } from './observe/vocabulary'
-export type { SseHub } from './streams/hub'
+export { topicProblem, ALL_TOPICS } from './events/topic'
+export { topicsFromQuery } from './route/stream-request'
+export { errorCodes, REFUSAL_CODES } from './errors'
+export { keyByAddress, keyFromClientId } from './admission/request-key'
 export { sseOf } from './streams/sse-of'
-export type { BusStats } from './bus/bus'
+export type { TowerSseOptions } from './options'
+export type { StormOptions, ConnectRateOptions } from './admission/admission-options'
+export type { HistoryOptions } from './events/history-options'
+export type { RedisOption, RedisBusGroup, RedisClientLike } from './bus/redis/redis-options'
+export type { StreamGuardOptions } from './admission/request-guard'
+export type { MetricsRegistryLike } from './observe/metrics-option'
+export type { SseEventInit, SseEvent } from './events/encoder'
+export type { SseClientInfo } from './streams/subscriber'
+export type { InitialEvent, StreamRouteOptions } from './route/route-options'
+export type { SubscribeOptions } from './route/open'
+export type { PerRequestStream } from './route/per-request'
+export type { EventStreamReply, EventStreamRouteOption } from './route/stream-route'
+export type { TopicsFromRequest, TopicsGranted, AllowTopic } from './route/stream-request'
+export type { KeyFn } from './admission/request-key'
+export type { AddressGrouping } from './admission/address-key'
+export type { BroadcastOptions, BroadcastResult } from './streams/broadcast'
+export type { StreamAddress } from './streams/registry'
+export type { SseStats, AppCloseReason, BusStats } from './observe/vocabulary'
+export type { SseHub } from './streams/hub'
 
 // CommonJS consumers get the plugin itself from require('tower-sse'), like every official
 // Fastify plugin, with the named exports and `.default` hanging off it.

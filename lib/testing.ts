@@ -1,5 +1,20 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FastifyInstance, InjectOptions } from 'fastify'
+import { TEST_CLOCKS, type TowerSseOptions } from './options'
+import type { Clocks } from './shared/clocks'
+
+export type { Clocks }
+
+/**
+ * The plugin's options with test clocks: `app.register(towerSse, withTestClocks({ maxClients: 2 },
+ * { random: () => 0.5, monotonicNow: () => t }))`. `random` draws every jitter (0.5: each delay at its
+ * value), `monotonicNow` every interval admission and the memory bus measure (storm seconds, the
+ * connect rate, the idempotency window), `now` what `subscribe({ expiresAt })` is read against.
+ * Clocks are no option of their own: production code has no reason to set them.
+ */
+export function withTestClocks (options: TowerSseOptions, clocks: Partial<Clocks>): TowerSseOptions {
+  return { ...options, [TEST_CLOCKS]: clocks } as TowerSseOptions
+}
 
 /** One stream opened with `fastify.inject`, read as a client would. */
 export interface InjectedStream {

@@ -6,9 +6,10 @@ import { defaultKeyFn } from './request-key'
 import { withReplyHeaders } from '../shared/reply-headers'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
 import { encodeEvent, encodeRetry } from '../events/encoder'
-import { jitter } from '../shared/jitter'
+import { jitter, jittered, JITTER_RATIO } from '../shared/jitter'
 import { isPipelinedBehind } from '../platform/internals'
-import type { NormalizedOptions } from '../options'
+import type { Clocks } from '../shared/clocks'
+import type { AdmissionSettings } from './admission-options'
 import { REFUSALS, type AdmissionGauges, type RefusalReason } from '../observe/vocabulary'
 import type { StreamStats } from '../observe/stats'
 import { StormMeter } from './storm-meter'
@@ -18,34 +19,40 @@ import { TokenBucket } from './token-bucket'
 /** Requests a connection may pipeline behind its stream (each costs ~1.6 KiB) before it is closed. */
 export const MAX_PIPELINED_BEHIND_STREAM = 32
 
-/**
- * What admission needs of the registry: whether there is room, how many streams a key holds, and
- * whether a new stream could be fed (the bus proves this instance receives).
- */
-export interface Occupancy {
+/** At most this many refusals are held in the tarpit at once (each holds a socket); beyond, they are answered at once. */
+export const MAX_HELD_REFUSALS = 1000
+
+/** What admission needs to know of the open streams: whether there is room, how many streams a key holds. */
+export interface OpenStreams {
   readonly capacity: number
   readonly hasRoom: boolean
   countForKey: (key: string) => number
-  readonly receiving: boolean
+}
+
+/** Whether a new stream here could be fed: the bus proves this instance receives. */
+export interface Feed {
+  receiving: () => boolean
 }
 
 /**
- * Admission's one answer when a stream opens: a ticket (the stream's `retry:` frame, drawn now, and
- * `opened()`, which marks its connection as holding a stream) or the refusal, already answered or
- * held in the tarpit.
+ * Admission's one answer when a stream opens: a ticket, carrying the stream's `retry:` frame drawn
+ * now (its connection is marked as holding a stream), or null: the refusal is answered or held
+ * in the tarpit.
  */
-export type AdmissionAnswer =
-  | { readonly kind: 'ticket', readonly retryFrame: Buffer, readonly opened: () => void }
-  | { readonly kind: 'refused', readonly reason: RefusalReason }
+export interface Ticket {
+  readonly retryFrame: Buffer
+}
 
 /**
  * Who may open a stream now, asked twice: `onRequest` (first among the stream route's own
  * onRequest hooks, before body and auth work) answers what is cheap and needs no identity —
- * shutting down, a deaf bus, capacity, pressure, the connect rate; `admit` (when the handler subscribes, after
- * the route's own hooks) answers once more, with the request's key, so the per-key limit can count
- * `request.user`, and capacity is rechecked because the hooks between may have yielded. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a window that
- * widens while refusals keep coming, answered at once or — during a storm — after a hold, and the
- * server closes the connection first so the TIME_WAIT stays off the client's ephemeral ports.
+ * shutting down, a deaf bus, capacity, pressure, the connect rate; `admit` (when the handler
+ * subscribes, after the route's own hooks) answers once more, with the request's key, so the
+ * per-key limit can count `request.user`, and capacity is rechecked because the hooks between may
+ * have yielded. A refusal is 503 (429 for the per-key limit) with a Retry-After drawn from a
+ * window that widens while refusals keep coming, answered at once or — during a storm — after a
+ * hold, and the server closes the connection first so the TIME_WAIT stays off the client's
+ * ephemeral ports.
  */
 export class Admission {
   private closing = false
@@ -56,18 +63,25 @@ export class Admission {
   /** Connections holding a stream → requests pipelined behind it so far; weak, like the sockets. */
   private readonly pipelinedBehindStream = new WeakMap<Socket, number>()
 
+  /** The widest delay handed out, in seconds (no bound without storm handling: nothing widens). */
+  private readonly maxDelaySeconds: number
+
   constructor (
     private readonly fastify: FastifyInstance,
-    private readonly streams: Occupancy,
+    private readonly streams: OpenStreams,
+    private readonly feed: Feed,
     private readonly stats: StreamStats,
-    private readonly options: NormalizedOptions
+    private readonly options: AdmissionSettings,
+    private readonly clocks: Clocks
   ) {
-    const maxLevel = Math.ceil(Math.log2(options.maxRetryAfterSeconds / options.retryAfterSeconds))
-    this.storm = new StormMeter(options.stormRefusalsPerSecond, Math.max(maxLevel, 0))
-    this.tarpit = new Tarpit(options.maxHeldRefusals)
-    this.bucket = options.maxConnectsPerSecond > 0
-      ? new TokenBucket(options.maxConnectsPerSecond, options.connectBurst || options.maxConnectsPerSecond, options.monotonicNow())
-      : null
+    const { storm } = options
+    this.maxDelaySeconds = storm === false ? Infinity : storm.maxRetryAfterSeconds
+    const maxLevel = storm === false ? 0 : Math.ceil(Math.log2(storm.maxRetryAfterSeconds / options.retryAfterSeconds))
+    // Without storm handling no second is stormy: the level stays 0 and nothing widens.
+    this.storm = new StormMeter(storm === false ? Infinity : storm.refusalsPerSecond, Math.max(maxLevel, 0))
+    this.tarpit = new Tarpit(MAX_HELD_REFUSALS)
+    const rate = options.connectRate
+    this.bucket = rate === false ? null : new TokenBucket(rate.perSecond, rate.burst, clocks.monotonicNow())
     const limits = { capacity: streams.capacity, perKey: options.maxClientsPerKey }
     const entries = Object.entries(REFUSALS).map(([reason, { message }]) =>
       [reason, JSON.stringify(`tower-sse: ${message(limits)}`)])
@@ -96,30 +110,33 @@ export class Admission {
     this.refuse(reply, reason)
   }
 
-  /** The last check, with the request's key, right before the stream opens: a ticket, or a refusal answered. */
-  admit (request: FastifyRequest, reply: FastifyReply, key: string): AdmissionAnswer {
+  /**
+   * The last check, with the request's key, in the turn the stream opens: a ticket, or null when
+   * the refusal is answered (or held). A ticket marks the connection as holding a stream: nothing
+   * pipelined behind it can be answered any more.
+   */
+  admit (request: FastifyRequest, reply: FastifyReply, key: string): Ticket | null {
     const reason = this.refusalReason(key, false)
     if (reason !== null) {
       this.refuse(reply, reason)
-      return { kind: 'refused', reason }
+      return null
     }
-    const socket = request.raw.socket
-    // Once the stream is open nothing pipelined behind it on its connection can be answered.
-    return { kind: 'ticket', retryFrame: this.retryFrame(), opened: () => this.pipelinedBehindStream.set(socket, 0) }
+    this.pipelinedBehindStream.set(request.raw.socket, 0)
+    return { retryFrame: this.retryFrame() }
   }
 
-  /** The `retry:` frame for a stream opened (or drained) now: retryMs ± jitter, widened during a storm. */
-  retryFrame (): Buffer {
-    const scale = this.storm.scale(this.options.monotonicNow())
-    const cap = this.options.maxRetryAfterSeconds * 1000
+  /** The `retry:` frame for a stream opened (or ended) now: retryMs ± 20%, widened during a storm. */
+  readonly retryFrame = (): Buffer => {
+    const scale = this.storm.scale(this.clocks.monotonicNow())
+    const cap = this.maxDelaySeconds * 1000
     // The spread fits under the cap: center + spread never passes it (a storm's retry: stayed under 2 × cap).
-    const spread = Math.min(this.options.retryJitterMs * scale, cap / 2)
+    const spread = Math.min(this.options.retryMs * JITTER_RATIO * scale, cap / 2)
     const center = Math.min(this.options.retryMs * scale, cap - spread)
-    return encodeRetry(jitter(center, Math.min(spread, center), this.options.random))
+    return encodeRetry(jitter(center, Math.min(spread, center), this.clocks.random))
   }
 
   gauges (): AdmissionGauges {
-    return { refusalsHeld: this.tarpit.size, stormLevel: this.storm.levelAt(this.options.monotonicNow()) }
+    return { refusalsHeld: this.tarpit.size, stormLevel: this.storm.levelAt(this.clocks.monotonicNow()) }
   }
 
   /** From now on every new stream is refused, and held refusals are answered at once (shutdown). */
@@ -133,7 +150,7 @@ export class Admission {
    * platform/request-takeover.ts): counted and answered like any other "shutting down" refusal.
    */
   readonly refuseClosing = (res: ServerResponse): void => {
-    this.storm.recordRefusal(this.options.monotonicNow())
+    this.storm.recordRefusal(this.clocks.monotonicNow())
     this.stats.refused('closing')
     this.send(res, 'closing')
   }
@@ -142,11 +159,11 @@ export class Admission {
   private refusalReason (key: string | null, consumeToken: boolean): RefusalReason | null {
     if (this.closing) return 'closing'
     // Before any limit: a stream admitted now would be silent, then closed at the deaf spell's end.
-    if (!this.streams.receiving) return 'busDeaf'
+    if (!this.feed.receiving()) return 'busDeaf'
     if (key !== null && this.options.maxClientsPerKey > 0 && this.streams.countForKey(key) >= this.options.maxClientsPerKey) return 'perKey'
     if (!this.streams.hasRoom) return 'capacity'
     if (this.isUnderPressure()) return 'pressure'
-    if (consumeToken && this.bucket !== null && !this.bucket.take(this.options.monotonicNow())) return 'rate'
+    if (consumeToken && this.bucket !== null && !this.bucket.take(this.clocks.monotonicNow())) return 'rate'
     return null
   }
 
@@ -174,12 +191,13 @@ export class Admission {
   private refuse (reply: FastifyReply, reason: RefusalReason): void {
     // Taken over now, even when held: Fastify must not answer it meanwhile.
     reply.hijack()
-    const now = this.options.monotonicNow()
+    const now = this.clocks.monotonicNow()
     this.storm.recordRefusal(now)
     this.stats.refused(reason)
     const answer = (): void => this.answer(reply, reason)
-    if (reason !== 'closing' && this.options.tarpitMs > 0 && this.storm.isStorm(now)) {
-      const holdMs = jitter(this.options.tarpitMs, this.options.tarpitJitterMs, this.options.random, 1)
+    const { storm } = this.options
+    if (reason !== 'closing' && storm !== false && storm.tarpitMs > 0 && this.storm.isStorm(now)) {
+      const holdMs = jittered(storm.tarpitMs, this.clocks.random, 1)
       if (this.tarpit.hold(reply, holdMs, answer)) {
         this.stats.tarpitted()
         return
@@ -194,10 +212,10 @@ export class Admission {
    * back soon after the heal (the storm still holds the refusal in the tarpit first).
    */
   private drawRetryAfterSeconds (reason: RefusalReason, now: number): number {
-    const max = this.options.maxRetryAfterSeconds
-    const scale = reason === 'busDeaf' ? 1 : this.storm.scale(now)
+    const max = this.maxDelaySeconds
+    const scale = reason === 'busDeaf' || this.options.storm === false ? 1 : this.storm.scale(now)
     const window = Math.min(this.options.retryAfterSeconds * scale, max)
-    const drawn = Math.min(window + Math.floor(this.options.random() * (window + 1)), max)
+    const drawn = Math.min(window + Math.floor(this.clocks.random() * (window + 1)), max)
     // The wait for the next token is capped like every other delay handed out.
     return reason === 'rate' && this.bucket !== null ? Math.min(Math.max(drawn, this.bucket.secondsUntilToken()), max) : drawn
   }
@@ -212,13 +230,13 @@ export class Admission {
   /** `reply`: the app's headers to carry (none for a request Fastify's router never routed). */
   private send (res: ServerResponse, reason: RefusalReason, reply?: FastifyReply): void {
     const headers = (own: OutgoingHttpHeaders): OutgoingHttpHeaders => reply === undefined ? own : withReplyHeaders(reply, own)
-    const seconds = this.drawRetryAfterSeconds(reason, this.options.monotonicNow())
+    const seconds = this.drawRetryAfterSeconds(reason, this.clocks.monotonicNow())
     if (this.options.rejectWith === 'retry') {
       // For native EventSource pages: a 200 stream that only says when to come back, then ends;
       // a 503 would make the browser give up for good. The `refused` event lets a client that
       // knows it (tower-sse/client) tell this from an expiry.
       // Jittered below the cap: `seconds` may be the cap itself.
-      const retryMs = jitter(Math.min(seconds * 1000, this.options.maxRetryAfterSeconds * 1000 - 500), 500, this.options.random, 1000)
+      const retryMs = jitter(Math.min(seconds * 1000, this.maxDelaySeconds * 1000 - 500), 500, this.clocks.random, 1000)
       const refused = encodeEvent({ event: 'refused', data: { code: REFUSALS[reason].code, reason, retryAfterSeconds: seconds } })
       openUntilClose(res, 200, headers(STREAM_HEADERS))
       endAndClose(res, Buffer.concat([encodeRetry(retryMs), refused]))

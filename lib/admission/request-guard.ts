@@ -1,6 +1,7 @@
 import type { onRequestHookHandler } from 'fastify'
 import { isIPv6 } from 'node:net'
 import { HostNotAllowedError, OriginNotAllowedError } from '../errors'
+import { group, TowerSseOptionError } from '../shared/option-rules'
 
 /** Letters, digits, `-` and `_` labels joined by dots (IPv4 addresses included); lower case. */
 const HOST_NAME = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/
@@ -58,6 +59,39 @@ export interface StreamGuardOptions {
   allowedOrigins?: readonly string[]
 }
 
+/**
+ * The guard's lists (the plugin's `guard` option, or streamGuard's argument, named `name`): each a
+ * non-empty array of valid entries, or left out (no check).
+ */
+export function parseGuard (value: unknown, name = 'guard'): StreamGuardOptions {
+  const given = group(name, value, ['allowedHosts', 'allowedOrigins']) ?? {}
+  const guard: StreamGuardOptions = {}
+  const hosts = list(`${name}.allowedHosts`, given.allowedHosts, (entry) => parseAllowedHost(entry) !== null, 'host names, IP addresses, *.domain or * (no port)')
+  const origins = list(`${name}.allowedOrigins`, given.allowedOrigins, isExactOrigin, 'exact origins: scheme://host[:port], no path')
+  if (hosts !== undefined) guard.allowedHosts = hosts
+  if (origins !== undefined) guard.allowedOrigins = origins
+  return guard
+}
+
+/** An origin as a browser sends it: `new URL()` gives it back unchanged (lower case, no default port, no path). */
+function isExactOrigin (entry: string): boolean {
+  try {
+    const { origin } = new URL(entry)
+    return origin !== 'null' && origin === entry
+  } catch {
+    return false
+  }
+}
+
+function list (name: string, value: unknown, ok: (entry: string) => boolean, expected: string): readonly string[] | undefined {
+  if (value === undefined) return undefined
+  const bad = Array.isArray(value) ? value.find((entry) => typeof entry !== 'string' || !ok(entry)) : value
+  if (!Array.isArray(value) || bad !== undefined || value.length === 0) {
+    throw new TowerSseOptionError(name, Array.isArray(value) && bad !== undefined ? bad : value, `a non-empty array of ${expected}`)
+  }
+  return Object.freeze([...value as string[]])
+}
+
 function shown (value: string | undefined): string {
   if (value === undefined) return '(none)'
   return JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value)
@@ -71,7 +105,7 @@ function shown (value: string | undefined): string {
  * cross-origin one) passes the Origin check.
  */
 export function streamGuard (options: StreamGuardOptions): onRequestHookHandler {
-  const { allowedHosts, allowedOrigins } = options
+  const { allowedHosts, allowedOrigins } = parseGuard(options, 'streamGuard')
   const hosts = allowedHosts?.map((entry) => parseAllowedHost(entry) ?? entry)
   const origins = allowedOrigins === undefined ? undefined : new Set(allowedOrigins)
   return (request, _reply, done) => {

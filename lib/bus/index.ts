@@ -1,23 +1,21 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import type { NormalizedOptions } from '../options'
 import type { Bus } from './bus'
 import { MemoryBus } from './memory'
 import { RedisBus } from './redis/redis-bus'
+import type { RedisSettings } from './redis/redis-options'
+import type { HistorySettings } from '../events/history-options'
+import type { Clocks } from '../shared/clocks'
 
 /** The one place that picks the bus: Redis when the `redis` option is set, else memory. */
-export function createBus (options: NormalizedOptions, log: FastifyBaseLogger): Bus {
-  if (options.redis === undefined) return new MemoryBus(options.idempotencyWindowMs, options.monotonicNow)
+export function createBus (redis: RedisSettings | undefined, history: HistorySettings, clocks: Clocks, log: FastifyBaseLogger): Bus {
+  if (redis === undefined) return new MemoryBus(history.idempotencyWindowMs, clocks.monotonicNow)
   return new RedisBus({
-    redis: options.redis as string | Redis,
-    key: options.redisKey,
-    historyMaxEvents: options.historyMaxEvents,
-    publishTimeoutMs: options.publishTimeoutMs,
-    maxPendingPublishes: options.maxPendingPublishes,
-    maxPublishBatch: options.maxPublishBatch,
-    idempotencyWindowMs: options.idempotencyWindowMs,
-    deafCloseMs: options.busDeafCloseMs,
-    random: options.random,
+    ...redis,
+    connection: redis.connection as string | Redis,
+    historyEvents: history.events,
+    idempotencyWindowMs: history.idempotencyWindowMs,
+    random: clocks.random,
     log: { warn: (msg) => log.warn(msg), info: (msg) => log.info(msg) }
   })
 }

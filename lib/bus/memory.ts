@@ -1,6 +1,6 @@
 import { formatEventId, newEpoch, type EventPosition } from './event-id'
 import { BusClosedError, IdempotencyConflictError } from '../errors'
-import { monotonicNow } from '../shared/monotonic'
+import { monotonicNow } from '../shared/clocks'
 import type { Bus, BusMessage, BusRead, BusStats, Deliver, Published, StartPoint } from './bus'
 
 const NOT_SUBSCRIBED: Deliver = () => 0

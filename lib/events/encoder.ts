@@ -3,10 +3,18 @@
  * client's writer share; field values are checked so no input can inject a field.
  */
 
-export interface EncodableEvent {
+/** An event as the application describes it: `data` that is not a string is sent as JSON. */
+export interface SseEventInit {
   data: unknown
+  /** The `event:` field (event type); omitted means a plain `message`. */
   event?: string
-  id?: string
+}
+
+/** One event of a per-request stream: an event with its own `id:` (a string or a number) and `retry:`. */
+export interface SseEvent extends SseEventInit {
+  id?: string | number
+  /** The client's reconnection time from this event on, in ms. */
+  retry?: number
 }
 
 const LINE_BREAK = /\r\n|\r|\n/
@@ -26,21 +34,32 @@ export function checkField (name: string, value: string): void {
 /** The text of `data`: strings as they are, anything else as JSON. */
 export function dataText (data: unknown): string {
   if (typeof data === 'string') return data
-  const json = JSON.stringify(data)
-  if (json === undefined) {
-    throw new UnencodableDataError(typeof data)
+  let json: string | undefined
+  try {
+    json = JSON.stringify(data)
+  } catch (error) {
+    // A BigInt, a cycle, or a toJSON() that throws.
+    throw new UnencodableDataError((error as Error).message)
   }
+  if (json === undefined) throw new UnencodableDataError(`a value of type ${typeof data}`)
   return json
 }
 
-/** One event as a frame: optional `id:` and `event:`, one `data:` line per line of data. */
-export function encodeEvent (event: EncodableEvent): Buffer {
-  return encodeText(dataText(event.data), event.event, event.id)
+/** One event as a frame: optional `retry:`, `id:` and `event:`, one `data:` line per line of data. */
+export function encodeEvent (event: SseEvent): Buffer {
+  const { id } = event
+  return encodeText(dataText(event.data), event.event, typeof id === 'number' ? numericId(id) : id, event.retry)
+}
+
+/** A number as an `id:`: finite, written as JSON writes it (`7`, not `7.0`). */
+function numericId (id: number): string {
+  if (!Number.isFinite(id)) throw new EventFieldError('id', `be a string or a finite number, got ${String(id)}`)
+  return String(id)
 }
 
 /** The same, from data already turned into text by dataText(). */
-export function encodeText (text: string, event: string | undefined, id: string | undefined): Buffer {
-  let frame = ''
+export function encodeText (text: string, event: string | undefined, id: string | undefined, retry?: number): Buffer {
+  let frame = retry === undefined ? '' : `retry: ${retryMs(retry)}\n`
   if (id !== undefined) {
     checkField('id', id)
     frame += `id: ${id}\n`
@@ -57,10 +76,12 @@ export function encodeText (text: string, event: string | undefined, id: string 
 
 /** A `retry:` frame; the spec accepts ASCII digits only. */
 export function encodeRetry (ms: number): Buffer {
-  if (!Number.isSafeInteger(ms) || ms < 0) {
-    throw new RetryValueError(ms)
-  }
-  return Buffer.from(`retry: ${ms}\n\n`, 'latin1')
+  return Buffer.from(`retry: ${retryMs(ms)}\n\n`, 'latin1')
+}
+
+function retryMs (ms: number): number {
+  if (!Number.isSafeInteger(ms) || ms < 0) throw new RetryValueError(ms)
+  return ms
 }
 
 /** The shared heartbeat: a comment line that EventSource ignores and proxies see as traffic. */

@@ -3,6 +3,7 @@ import { SingleFlight } from '../shared/single-flight'
 import { comparePositions, formatEventId, type EventPosition } from '../bus/event-id'
 import type { History, HistoryEntry } from './history'
 import type { StreamStats } from '../observe/stats'
+import type { TopicGrant } from './topic'
 
 /** A client whose replay is not written yet, or who is ahead of this instance. */
 type Replay = { kind: 'entries', entries: HistoryEntry[] } | Extract<BusRead, { kind: 'gone' | 'behind' }>
@@ -19,11 +20,13 @@ interface Pending {
   retrying: boolean
 }
 
-/** What a resume needs of a stream: whether it wants an event, whether a replay fits its budget, a write. */
+/** What a resume needs of a stream: whether it wants an event, whether a replay fits its budget, a write, its end. */
 export interface ResumingStream {
+  readonly grant: TopicGrant
   wants (topic: string | undefined): boolean
   fits (bytes: number): boolean
   write (frame: Buffer): boolean
+  whenOver (fn: () => void): void
 }
 
 /** What the registry lends the resume logic. */
@@ -87,7 +90,13 @@ export class Resumes {
     return pending.retrying || (pending.held === null && pending.after.epoch === at.epoch && comparePositions(pending.after, at) >= 0)
   }
 
+  /** Resumes `client` from `from`; whatever is pending for it is let go when its stream ends. */
   start (client: ResumingStream, from: EventPosition): void {
+    client.whenOver(() => this.pending.delete(client))
+    this.begin(client, from)
+  }
+
+  private begin (client: ResumingStream, from: EventPosition): void {
     const local = this.host.history.since(from)
     if (local.kind === 'replay') {
       if (this.resyncIfTooLarge(client, local.entries)) return
@@ -142,7 +151,7 @@ export class Resumes {
       this.retries.delete(timer)
       if (this.pending.get(client) !== pending) return
       this.pending.delete(client)
-      this.start(client, from)
+      this.begin(client, from)
     }, RETRY_READ_MS * (0.5 + this.random()))
     timer.unref()
     this.retries.add(timer)

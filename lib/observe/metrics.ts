@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
-import type { MetricsRegistryLike } from '../options'
+import type { MetricsRegistryLike } from './metrics-option'
 import { CLOSE_CAUSES, type SseStats } from './vocabulary'
 
 /** What the cluster bus reports about itself; null while it has nothing to report. */

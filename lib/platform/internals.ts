@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 import { Socket } from 'node:net'
 import type { Http2ServerResponse } from 'node:http2'
 import { createRequire } from 'node:module'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type FindMyWayRouter from 'find-my-way'
 
 /**
@@ -131,4 +131,23 @@ export function bodySocket (res: ServerResponse): Socket | null {
   // reads the body from the response's own writes.
   if (!(socket instanceof Socket) || res.writableLength !== socket.writableLength) return null
   return socket
+}
+
+/** The route's context Fastify keeps on each request (its hooks, bound), under `Symbol('fastify.context')`. */
+export function routeContext<T> (request: FastifyRequest): T | undefined {
+  const symbol = Object.getOwnPropertySymbols(request).find((s) => s.description === 'fastify.context')
+  return symbol === undefined ? undefined : (request as unknown as Record<symbol, T>)[symbol]
+}
+
+/**
+ * The root instance of `fastify`'s tree: every context is created from its parent with
+ * Object.create, so the root is the last object of the prototype chain that holds a list of its
+ * own child contexts (`Symbol('fastify.children')`).
+ */
+export function rootOf (fastify: FastifyInstance): FastifyInstance {
+  let root = fastify
+  for (let proto: object | null = fastify; proto !== null; proto = Object.getPrototypeOf(proto)) {
+    if (Object.getOwnPropertySymbols(proto).some((s) => s.description === 'fastify.children')) root = proto as FastifyInstance
+  }
+  return root
 }

@@ -1,10 +1,13 @@
-import type { SseClientInfo } from '../options'
 import type { AppCloseReason, SseStats } from '../observe/vocabulary'
-import type { BroadcastOptions, BroadcastResult, SseRegistry, StreamAddress } from './registry'
+import type { SseClientInfo } from './subscriber'
+import type { Registry, StreamAddress } from './registry'
+import type { FanOut } from './fan-out'
+import { broadcast, type BroadcastOptions, type BroadcastResult } from './broadcast'
+import type { StreamStats } from '../observe/stats'
 
 /**
- * `fastify.sse`: what an application may do with tower-sse's streams. The registry behind it
- * (add, remove, drain, heartbeat, …) stays the plugin's own.
+ * `fastify.sse`: what an application may do with tower-sse's streams. The registry and fan-out
+ * behind it stay the plugin's own.
  */
 export interface SseHub extends Iterable<SseClientInfo> {
   /**
@@ -36,17 +39,17 @@ export interface SseHub extends Iterable<SseClientInfo> {
   stats: () => SseStats
 }
 
-/** The public face of a registry: a frozen object holding no reference a user could reach past. */
-export function hubOf (registry: SseRegistry, stats: () => SseStats): SseHub {
+/** The public face of one registration: a frozen object holding no reference a user could reach past. */
+export function createHub (registry: Registry, fanOut: FanOut, counts: StreamStats, stats: () => SseStats): SseHub {
   return Object.freeze({
-    broadcast: (data: unknown, options?: BroadcastOptions) => registry.broadcast(data, options),
-    send: (to: StreamAddress, data: unknown, options?: { event?: string }) => registry.sendTo(to, data, options),
-    close: (to: StreamAddress, reason: AppCloseReason) => registry.closeStreams(to, reason),
+    broadcast: (data: unknown, options?: BroadcastOptions) => broadcast(fanOut.bus, counts, data, options),
+    send: (to: StreamAddress, data: unknown, options?: { event?: string }) => registry.send(to, data, options),
+    close: (to: StreamAddress, reason: AppCloseReason) => registry.close(to, reason),
     get size () { return registry.size },
     get capacity () { return registry.capacity },
     get hasRoom () { return registry.hasRoom },
-    get lastEventId () { return registry.lastEventId },
+    get lastEventId () { return fanOut.lastEventId },
     stats,
-    [Symbol.iterator]: () => registry.clientsInfo()
+    [Symbol.iterator]: () => registry.info()
   })
 }

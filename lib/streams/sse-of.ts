@@ -2,19 +2,14 @@ import type { FastifyInstance } from 'fastify'
 import { NotRegisteredError } from '../errors'
 import type { SseHub } from './hub'
 
-/** The hub tower-sse decorated this context (or one above) with; undefined where none is registered. */
-export function hubIn (fastify: FastifyInstance): SseHub | undefined {
-  return (fastify as { sse?: SseHub }).sse
-}
-
 /**
- * `sseOf(fastify)`: the `fastify.sse` of the tower-sse registered in this context or above, typed
- * where Fastify's types cannot be (a decorator's module augmentation would claim it on every
- * instance, and code meets undefined where the plugin sits in another context); throws
- * TOWER_SSE_NOT_REGISTERED elsewhere.
+ * `sseOf(fastify)`: the `fastify.sse` of the tower-sse registered in this context or above, or
+ * TOWER_SSE_NOT_REGISTERED where there is none. `fastify.sse` is typed on every instance (as every
+ * Fastify plugin's decorator is), which the types cannot narrow to the contexts that have it: this
+ * is the checked way for code that may run in another one.
  */
 export function sseOf (fastify: FastifyInstance): SseHub {
-  const hub = hubIn(fastify)
+  const hub = (fastify as { sse?: SseHub }).sse
   if (hub === undefined) throw new NotRegisteredError()
   return hub
 }

@@ -1,22 +1,52 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
 import { hasLeft, unsentBytes } from '../platform/internals'
-import type { SseClientInfo } from '../options'
 import type { CloseReason } from '../observe/vocabulary'
 import { responseSink, sinkOf, type StreamSink } from '../platform/stream-sink'
 import type { TurnQueue, TurnTarget, WriteCoalescer } from './write-coalescer'
 import { ALL_TOPICS, type TopicGrant } from '../events/topic'
+import { MAX_STALLED_HEARTBEATS } from './stream-options'
 
-/** A stream's planned end: `ms` after it opens, counted under `reason`, after `lastFrames` (a `retry:`). */
+/** What the app may know of one open stream (`for (const s of app.sse)`, initialEvent's first argument). */
+export interface SseClientInfo {
+  readonly id: string
+  /** Epoch milliseconds at which the stream was opened. */
+  readonly connectedAt: number
+  /** Epoch milliseconds at which the server will end the stream, or null without a max age. */
+  readonly expiresAt: number | null
+  readonly remoteAddress: string | undefined
+  /** Whose stream this is (keyFn or subscribe's `key`): `fastify.sse.send({ key })` and `close({ key })` address it. */
+  readonly key: string
+  /** The topics granted beyond the untopiced events, or ALL_TOPICS. */
+  readonly topics: readonly string[] | typeof ALL_TOPICS
+}
+
+/** A stream's planned end: `ms` after it opens, counted under `reason`. */
 export interface Lifetime {
   ms: number
   reason: CloseReason
-  lastFrames?: Buffer
 }
 
-export interface StreamLimits {
-  maxBufferedBytes: number
-  maxStalledHeartbeats: number
+/** Everything decided about a stream before it opens (initialEvent sees it as SseClientInfo). */
+export interface StreamPlan {
+  readonly id: string
+  readonly key: string
+  readonly remoteAddress: string | undefined
+  /** The topics granted beyond the untopiced events (ALL_TOPICS: every one). */
+  readonly grant: TopicGrant
+  readonly connectedAt: number
+  /** When the server ends the stream, and why (null: never). */
+  readonly lifetime: Lifetime | null
+}
+
+/** What every stream of one registration shares: its budget, the turn's coalescer, the registry's hand-off. */
+export interface StreamContext {
+  readonly maxBufferedBytes: number
+  readonly coalescer: WriteCoalescer
+  /** A fresh jittered `retry:` (widened during a storm), written before every end the server chooses. */
+  readonly retryFrame: () => Buffer
+  /** Called once when a stream is over, whoever ended it. */
+  readonly finished: (subscriber: Subscriber, reason: CloseReason) => void
 }
 
 /** Headers of every stream (openUntilClose adds `Connection: close` on HTTP/1.x). */
@@ -27,18 +57,23 @@ export const STREAM_HEADERS = Object.freeze({
   'x-accel-buffering': 'no'
 })
 
+/** Ends the server gives up on: no last frame, the connection is cut. */
+const ABANDONED: ReadonlySet<CloseReason> = new Set(['dropped', 'deadSwept'])
+
 /**
- * The server's side of one open event stream (a subscriber; the reconnecting client package is
- * `lib/client/`, a request's owner for limits is its key, `lib/stream/request-key.ts`). Writes never wait: a client whose unsent bytes would pass its budget
- * is dropped, and one that stays backpressured across heartbeats is swept as dead. The frames it
- * is sent within one turn of the event loop go to its socket as one write (see WriteCoalescer).
+ * The server's side of one open event stream. Writes never wait: a stream whose unsent bytes would
+ * pass its budget is dropped, and one that stays backpressured across heartbeats is swept as dead.
+ * The frames it is sent within one turn of the event loop go to its socket as one write (see
+ * WriteCoalescer). Every end the server chooses gently is preceded by a fresh jittered `retry:`.
  */
 export class Subscriber implements SseClientInfo, TurnTarget {
-  // Wall time: a timestamp shown to the app and to people (clients()); the expiry itself is a
-  // timer, which Node runs on its monotonic clock.
-  readonly connectedAt = Date.now()
-  /** When the server ends the stream (null: never); planned before it opens, so initialEvent sees it. */
+  readonly id: string
+  readonly key: string
+  readonly remoteAddress: string | undefined
+  readonly grant: TopicGrant
+  readonly connectedAt: number
   readonly expiresAt: number | null
+  private readonly lifetime: Lifetime | null
   private finished = false
   private stalledBeats = 0
   /** Bytes handed on so far; minus the sink's writableLength, what the socket has taken. */
@@ -53,22 +88,15 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   /** Called once when the stream is over (a per-request stream's pump waits on it). */
   private readonly onEnd: Array<() => void> = []
 
-  constructor (
-    readonly id: string,
-    readonly remoteAddress: string | undefined,
-    /** Whose stream this is, for maxClientsPerKey. */
-    readonly key: string,
-    /** The topics granted beyond the untopiced events (ALL_TOPICS: every one). */
-    readonly grant: TopicGrant,
-    private readonly res: ServerResponse,
-    private readonly limits: StreamLimits,
-    private readonly onFinish: (client: Subscriber, reason: CloseReason) => void,
-    turn: WriteCoalescer,
-    /** When the server ends the stream, why, and what it is sent last (null: never). */
-    private readonly lifetime: Lifetime | null
-  ) {
-    this.expiresAt = lifetime === null ? null : this.connectedAt + lifetime.ms
-    this.queue = turn.queueFor(this)
+  constructor (plan: StreamPlan, private readonly res: ServerResponse, private readonly context: StreamContext) {
+    this.id = plan.id
+    this.key = plan.key
+    this.remoteAddress = plan.remoteAddress
+    this.grant = plan.grant
+    this.connectedAt = plan.connectedAt
+    this.lifetime = plan.lifetime
+    this.expiresAt = expiresAt(plan)
+    this.queue = context.coalescer.queueFor(this)
     this.sink = responseSink(res)
   }
 
@@ -76,19 +104,16 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     return this.grant === ALL_TOPICS ? ALL_TOPICS : [...this.grant]
   }
 
-  /** Sends the headers and the first frames in one write, and arms the expiry timer. */
-  open (headers: OutgoingHttpHeaders, firstFrames: Buffer): void {
+  /** Sends the head and the first frames in one write, and arms the expiry timer. */
+  open (status: number, headers: OutgoingHttpHeaders, firstFrames: Buffer): void {
     this.res.on('close', () => this.finish('disconnected'))
-    openUntilClose(this.res, 200, headers)
+    openUntilClose(this.res, status, headers)
     this.queuedBytes += firstFrames.length
     this.res.write(firstFrames)
     this.sink = sinkOf(this.res)
     const { lifetime } = this
     if (lifetime !== null) {
-      this.expiryTimer = setTimeout(() => {
-        if (lifetime.lastFrames !== undefined) this.write(lifetime.lastFrames)
-        this.end(lifetime.reason)
-      }, lifetime.ms)
+      this.expiryTimer = setTimeout(() => this.end(lifetime.reason), lifetime.ms)
       this.expiryTimer.unref()
     }
   }
@@ -104,7 +129,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
 
   /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */
   fits (bytes: number): boolean {
-    return this.queue.bytes + this.sink.writableLength + bytes <= this.limits.maxBufferedBytes
+    return this.queue.bytes + this.sink.writableLength + bytes <= this.context.maxBufferedBytes
   }
 
   /**
@@ -151,7 +176,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.unsentAtLastBeat = unsent
     if (this.sink.needsDrain) {
       this.stalledBeats = progressed ? 0 : this.stalledBeats + 1
-      if (this.stalledBeats >= this.limits.maxStalledHeartbeats) this.end('deadSwept')
+      if (this.stalledBeats >= MAX_STALLED_HEARTBEATS) this.end('deadSwept')
       return
     }
     this.stalledBeats = 0
@@ -192,14 +217,20 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     return this.overPromise
   }
 
-  /** Server-side end: counted under `reason`, then the stream ends and the server closes the socket. */
+  /**
+   * Server-side end, counted under `reason`: a fresh `retry:` as the last frame, then the stream
+   * ends and the server closes the socket — or, for a stream given up on, the socket is cut.
+   */
   end (reason: CloseReason): void {
     if (this.finished) return
-    if (reason === 'dropped' || reason === 'deadSwept') {
+    if (ABANDONED.has(reason)) {
       this.finish(reason)
       // Its queued bytes would only delay the close of a client we are giving up on.
       this.res.destroy()
     } else {
+      // A stream at its budget ends without it: its first retry: stands.
+      const retry = this.context.retryFrame()
+      if (this.fits(retry.length)) this.queue.push(retry)
       // What this turn queued goes out with the end, before the server's FIN.
       const last = this.queue.take()
       if (last !== undefined) this.queuedBytes += last.length
@@ -214,7 +245,12 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     // A stream that is over sends nothing more: what it had queued is let go.
     this.queue.clear()
     clearTimeout(this.expiryTimer)
-    this.onFinish(this, reason)
+    this.context.finished(this, reason)
     for (const fn of this.onEnd.splice(0)) fn()
   }
+}
+
+/** When a plan's stream will be ended (epoch ms), or null. */
+export function expiresAt (plan: StreamPlan): number | null {
+  return plan.lifetime === null ? null : plan.connectedAt + plan.lifetime.ms
 }

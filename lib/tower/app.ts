@@ -108,11 +108,13 @@ export function buildTower (options: TowerAppOptions = {}): FastifyInstance {
   const scope = options.token === undefined ? 'tower:no-token' : `tower:${createHash('sha256').update(options.token).digest('hex')}`
   void app.register(notifyRoute, { scope })
   void app.register(readyRoute)
+  // The instance board shares the bus's Redis and key (a client passed in has no URL: no board).
   const redis = options.sse?.redis
+  const group = typeof redis === 'object' && !('duplicate' in redis) ? redis : undefined
   void app.register(statsRoute, {
-    redis: typeof redis === 'string' ? redis : undefined,
-    redisKey: options.sse?.redisKey ?? DEFAULTS.redisKey,
-    random: options.sse?.random ?? Math.random
+    redis: typeof redis === 'string' ? redis : group?.url,
+    redisKey: group?.key ?? DEFAULTS.redis.key,
+    random: Math.random
   })
   void app.register(staticAssets)
   return app

@@ -6,7 +6,7 @@ import { runPrimary } from './cluster'
 import { describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage, type TowerConfig } from './config'
 import { chooseLogFormat, loadPinoPretty, towerLogger } from './logging'
 import { DEFAULT_ALLOWED_HOSTS } from './request-guard'
-import { redactRedisUrl } from '../internal'
+import { redactRedisUrl } from '../bus/redis/url'
 import { sseOf } from '..'
 
 // close() takes the staged drain (drainMs) and then a moment for the last bytes and the onClose

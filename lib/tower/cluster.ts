@@ -1,5 +1,5 @@
 import cluster, { type Worker } from 'node:cluster'
-import { backoffDelayMs } from '../internal'
+import { backoffDelayMs } from '../shared/backoff'
 
 /** A dead worker is replaced at once, but at most this many times per window: a crash loop stops. */
 const MAX_RESTARTS_PER_WORKER = 3

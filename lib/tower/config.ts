@@ -1,6 +1,8 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
-import { DEFAULTS, TowerSseOptionError, type TowerSseOptions } from '..'
-import { normalizeOptions, parseAllowedHost, redactRedisUrl, type NormalizedOptions } from '../internal'
+import { DEFAULTS, normalizeOptions, type NormalizedOptions, type TowerSseOptions } from '../options'
+import { TowerSseOptionError } from '../errors'
+import { parseAllowedHost } from '../admission/request-guard'
+import { redactRedisUrl } from '../bus/redis/url'
 import { coveredFamilies, entrySpans, NAMED_RANGES } from './address-ranges'
 import { TowerConfigError } from './errors'
 import { TOWER_DEFAULTS, type TrustProxy } from './app'
@@ -39,22 +41,45 @@ export const DEFAULT_PORT = 4100
 const ENV_PREFIX = 'TOWER_SSE_'
 const MAX_WORKERS = 64
 
-type PluginOption = keyof typeof DEFAULTS
+/** The plugin's option groups Tower sets one key at a time, and the keys of the one without defaults. */
+type Group = 'storm' | 'connectRate' | 'history' | 'redis'
+const CONNECT_RATE_KEYS = { perSecond: 'off', burst: 'perSecond' }
 
-/** One settable plugin option, derived from DEFAULTS so that options added later work unchanged. */
+/** One settable plugin option (a group's key included), derived from DEFAULTS so that options added later work unchanged. */
 interface OptionSpec {
-  key: PluginOption
+  /** As the plugin names it in its errors: `maxClients`, `storm.tarpitMs`. */
+  name: string
+  group: Group | undefined
+  key: string
   flag: string
   env: string
   integer: boolean
+  /** The default, as --help shows it. */
+  shown: string
 }
 
-const OPTION_SPECS: readonly OptionSpec[] = (Object.keys(DEFAULTS) as PluginOption[]).map((key) => ({
-  key,
-  flag: `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
-  env: ENV_PREFIX + key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase(),
-  integer: typeof DEFAULTS[key] === 'number'
-}))
+const kebab = (name: string): string => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+const snake = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()
+
+function spec (group: Group | undefined, key: string, value: unknown): OptionSpec {
+  const name = group === undefined ? key : `${group}.${key}`
+  const words = group === undefined ? [key] : [group, key]
+  return {
+    name,
+    group,
+    key,
+    flag: `--${words.map(kebab).join('-')}`,
+    env: ENV_PREFIX + words.map(snake).join('_'),
+    integer: typeof value === 'number' || group === 'connectRate',
+    shown: String(value)
+  }
+}
+
+const OPTION_SPECS: readonly OptionSpec[] = Object.entries(DEFAULTS).flatMap(([key, value]) => {
+  if (key === 'connectRate') return Object.entries(CONNECT_RATE_KEYS).map(([sub, shown]) => spec('connectRate', sub, shown))
+  if (typeof value === 'object' && value !== null) return Object.entries(value).map(([sub, subValue]) => spec(key as Group, sub, subValue))
+  return [spec(undefined, key, value)]
+})
 
 const INTEGER_TEXT = /^-?\d+$/
 
@@ -269,12 +294,23 @@ export function parseConfig (argv: readonly string[], env: NodeJS.ProcessEnv): T
   if (workers > 1 && redisText === undefined) {
     throw new TowerConfigError(`${workersText?.source ?? 'workers'} ${workers} needs --redis (or TOWER_REDIS_URL): without a shared bus each worker would see only its own streams`)
   }
+  const groups: Partial<Record<Group, Record<string, unknown>>> = {}
   for (const spec of OPTION_SPECS) {
     const given = pickText(spec.flag, spec.env)
     if (given === undefined) continue
-    sse[spec.key] = spec.integer ? parseInteger(given.source, given.text) : given.text
-    sources.set(spec.key, given.source)
+    const value = spec.integer ? parseInteger(given.source, given.text) : given.text
+    if (spec.group === undefined) sse[spec.key] = value
+    else (groups[spec.group] ??= {})[spec.key] = value
+    sources.set(spec.name, given.source)
   }
+  if (groups.redis !== undefined) {
+    if (redisText === undefined) {
+      throw new TowerConfigError(`${[...sources.entries()].find(([name]) => name.startsWith('redis.'))?.[1] ?? 'redis'} needs --redis (or TOWER_REDIS_URL)`)
+    }
+    sse.redis = { url: redisText.text, ...groups.redis }
+    sources.set('redis.url', redisText.source)
+  }
+  for (const group of ['storm', 'connectRate', 'history'] as const) if (groups[group] !== undefined) sse[group] = groups[group]
   const options = sse as TowerSseOptions
   const limits = validate(options, sources)
   if (redisText?.source === '--redis' && redactRedisUrl(redisText.text) !== redisText.text) {
@@ -332,14 +368,13 @@ export function usage (): string {
     ['--workers <integer>', 'TOWER_WORKERS', '1'],
     ['--redis <url>', 'TOWER_REDIS_URL', 'none (memory bus)'],
     ...TOWER_SETTINGS.map((setting): [string, string, string] => [`${setting.flag} ${setting.value}`, setting.env, setting.default]),
-    ...OPTION_SPECS.map((spec): [string, string, string] =>
-      [`${spec.flag} <${spec.integer ? 'integer' : 'string'}>`, spec.env, String(DEFAULTS[spec.key])])
+    ...OPTION_SPECS.map((spec): [string, string, string] => [`${spec.flag} <${spec.integer ? 'integer' : 'string'}>`, spec.env, spec.shown])
   ]
   const flagWidth = Math.max(...rows.map((r) => r[0].length))
   const envWidth = Math.max(...rows.map((r) => r[1].length))
   const lines = rows.map(([flag, envName, def]) => `  ${flag.padEnd(flagWidth)}  ${envName.padEnd(envWidth)}  ${def}`)
   return [
-    'Usage: npm start -- [options]   (or: node dist/tower/cli.js [options])',
+    'Usage: tower [options]   (in a clone of the repository: npm start -- [options])',
     '',
     'Tower: tower-sse on Fastify with POST /api/notify, GET /api/events/stats and a dashboard at /.',
     '',
@@ -361,7 +396,11 @@ export function describeTrustProxy (trustProxy: TrustProxy | undefined): string 
 /** The limits in force, for the start-up line: every plugin option except the route path. */
 export function describeLimits (limits: NormalizedOptions): string {
   return OPTION_SPECS
-    .filter((spec) => spec.key !== 'path')
-    .map((spec) => `${spec.key} ${String(limits[spec.key])}`)
+    .filter((spec) => spec.name !== 'path')
+    .map((spec) => {
+      const group = spec.group === undefined ? limits : limits[spec.group]
+      const value = group === false || group === undefined ? 'off' : (group as unknown as Record<string, unknown>)[spec.key]
+      return `${spec.name} ${typeof value === 'object' ? 'set' : String(value)}`
+    })
     .join(', ')
 }

@@ -1,7 +1,9 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { SseStats } from '..'
-import { backoffDelayMs, createRedisConnection, disconnectQuietly, keyPrefix, RESTART_ATTEMPT, restartWhenEnded, type RandomSource, type RedisConnection } from '../internal'
+import { backoffDelayMs, type RandomSource } from '../shared/backoff'
+import { createRedisConnection, disconnectQuietly, RESTART_ATTEMPT, restartWhenEnded, type RedisConnection } from '../bus/redis/connection'
+import { keyPrefix } from '../bus/redis/keys'
 import { withTimeout } from './time-bound'
 
 /** One Tower instance as the cluster sees it, refreshed every second through Redis. */

@@ -1,5 +1,5 @@
 import type { FastifyPluginCallback, FastifySchemaValidationError } from 'fastify'
-import { IDEMPOTENCY_KEY } from '../internal'
+import { IDEMPOTENCY_KEY } from '../streams/broadcast'
 import { sseOf, topicProblem } from '..'
 import { NotifyValidationError } from './errors'
 import { TOWER_ROUTES } from './routes'

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { isAllowedHost, parseHost } from '../internal'
+import { isAllowedHost, parseHost } from '../admission/request-guard'
 import { TowerCrossSiteError, TowerHostNotAllowedError, TowerTokenRequiredError } from './errors'
 
 /** Always answered: a page can only reach these names from this machine. */

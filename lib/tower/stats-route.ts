@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback } from 'fastify'
 import { StatsWindow, type WindowSnapshot } from './stats-window'
 import { sseOf, type SseStats } from '..'
-import type { RandomSource } from '../internal'
+import type { RandomSource } from '../shared/backoff'
 import { InstanceBoard, type InstanceStats } from './instances'
 import { TOWER_ROUTES } from './routes'
 import { withTimeout } from './time-bound'

@@ -6,10 +6,9 @@ import { formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusStartError, BusUnavailableError } from '../../errors'
 import type { Bus, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from '../bus'
 import { BUS_SCRIPT } from './script'
-import { PublishBatch } from './publish-batch'
 import { PROBE_EVERY_MS, ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
-import { monotonicNow } from '../../shared/monotonic'
+import { monotonicNow } from '../../shared/clocks'
 import { Continuity, judgeRange, type EpochStep } from './continuity'
 import { eventOf, fieldOf, messageFields, placeOf, positionOf, streamId, tokenOf, type StreamEntry } from './entry-codec'
 import { PublishWaiters, type PublishReply } from './publish-waiters'
@@ -19,17 +18,15 @@ import { DEAF_CLOSE_MS, RECEIVE_DEADLINE_MS, STALL_MS, Watchdog } from './watchd
 
 export interface RedisBusOptions {
   /** A redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (the bus owns its connections), or an ioredis client or Cluster (the app owns it). */
-  redis: string | RedisConnection
+  connection: string | RedisConnection
   /** Keys used, all in one hash slot: `{<key>}:stream`, `{<key>}:meta`, `{<key>}:idem:<idempotency key>`, `{<key>}:probe:<instance>`. */
   key: string
   /** Events a resume may read from the stream; the stream itself keeps at least STREAM_MIN_LENGTH. */
-  historyMaxEvents: number
+  historyEvents: number
   /** publish() settles within this many ms; Redis refuses to run a publish past it. */
   publishTimeoutMs: number
   /** Publishes awaiting Redis at once; beyond, publish() refuses at once. */
   maxPendingPublishes: number
-  /** Publishes of one turn sent in one pipeline at most (1: each on its own). */
-  maxPublishBatch: number
   /** How long Redis remembers an idempotency key. */
   idempotencyWindowMs: number
   /** Down this long without proof of receiving: the streams are told and closed (default DEAF_CLOSE_MS). */
@@ -99,7 +96,6 @@ export class RedisBus implements Bus {
   private readonly facts: ServerFactsReader
   private readonly watchdog: Watchdog
   private readonly watchTimer: NodeJS.Timeout
-  private readonly publishes: PublishBatch
   private readonly memory: OutOfMemory
   private deliver: Deliver = () => 0
   private lost: Lost = () => {}
@@ -128,7 +124,7 @@ export class RedisBus implements Bus {
     this.prefix = keyPrefix(options.key)
     this.streamKey = `${this.prefix}:stream`
     this.metaKey = `${this.prefix}:meta`
-    this.maxLength = Math.max(options.historyMaxEvents, STREAM_MIN_LENGTH)
+    this.maxLength = Math.max(options.historyEvents, STREAM_MIN_LENGTH)
     this.now = options.now ?? Date.now
     this.stopping = new Promise<never>((_resolve, reject) => { this.stop = () => reject(new BusClosedError()) })
     this.stopping.catch(() => undefined)
@@ -138,7 +134,7 @@ export class RedisBus implements Bus {
     this.waiters = new PublishWaiters(options.publishTimeoutMs)
     this.facts = new ServerFactsReader(this.now, options.log)
     this.watchdog = new Watchdog({ now: this.now, monotonic: this.monotonic }, options.deafCloseMs ?? DEAF_CLOSE_MS, () => this.noteState())
-    const connections = openBusConnections(options.redis, options.random, COMMAND_DEADLINE_MS)
+    const connections = openBusConnections(options.connection, options.random, COMMAND_DEADLINE_MS)
     this.publisher = connections.publisher
     this.reader = connections.reader
     this.ownsPublisher = connections.ownsPublisher
@@ -151,7 +147,6 @@ export class RedisBus implements Bus {
       // Errors surface as rejected commands and as the bus's state; unhandled they would crash the app.
       for (const name of STATE_EVENTS) connection.on(name, this.noteState)
     }
-    this.publishes = new PublishBatch(this.publisher, COMMAND, options.maxPublishBatch)
     this.reader.on('ready', () => { this.readerFacts = null })
     this.watchTimer = setInterval(this.watch, WATCHDOG_MS).unref()
   }
@@ -161,7 +156,7 @@ export class RedisBus implements Bus {
     this.lost = lost
     this.deaf = deaf
     // Where, for a start-up error: the URL without its secrets, or the app's own client.
-    const where = typeof this.options.redis === 'string' ? redactRedisUrl(this.options.redis) : 'the ioredis client given'
+    const where = typeof this.options.connection === 'string' ? redactRedisUrl(this.options.connection) : 'the ioredis client given'
     try {
       await Promise.all([firstReady(this.publisher, CONNECT_TIMEOUT_MS), firstReady(this.reader, CONNECT_TIMEOUT_MS)])
     } catch (error) {
@@ -217,8 +212,8 @@ export class RedisBus implements Bus {
     if (after.epoch !== this.continuity.epoch) return this.readOtherEpoch(after.epoch)
     this.reads++
     // `after` itself is read too: its sequence number is where the contiguous run must start.
-    const reading = this.publisher.xrange(this.streamKey, streamId(after), streamId(upTo), 'COUNT', this.options.historyMaxEvents + 2) as Promise<StreamEntry[]>
-    return reading.then((entries) => judgeRange(entries, after, upTo, this.options.historyMaxEvents))
+    const reading = this.publisher.xrange(this.streamKey, streamId(after), streamId(upTo), 'COUNT', this.options.historyEvents + 2) as Promise<StreamEntry[]>
+    return reading.then((entries) => judgeRange(entries, after, upTo, this.options.historyEvents))
   }
 
   /**
@@ -260,8 +255,6 @@ export class RedisBus implements Bus {
   private run (connection: RedisConnection, mode: 'pub' | 'check' | 'rotate', facts: ServerFacts, idempotency = this.metaKey, deadline = 0, keep = '0', ...rest: string[]): Promise<PublishReply | MetaReply> {
     const args = [this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
       this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.continuity.epoch ?? '') : '', ...rest] as const
-    // Publishes go in this turn's pipeline; checks and rotations, rare, at once.
-    if (mode === 'pub' && connection === this.publisher) return this.publishes.call(args) as Promise<PublishReply>
     const command = (connection as unknown as Record<typeof COMMAND, BusCommand>)[COMMAND].bind(connection)
     return command(...args)
   }

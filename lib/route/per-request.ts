@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { encodeEvent, type EncodableEvent } from '../events/encoder'
+import { encodeEvent, type SseEvent } from '../events/encoder'
 import type { Subscriber } from '../streams/subscriber'
 
 /** What subscribe's `stream` may be: an async iterable of events (a Readable in object mode is one). */
-export type PerRequestStream = AsyncIterable<EncodableEvent>
+export type PerRequestStream = AsyncIterable<SseEvent>
 
 /**
  * Sends one request's own events to its stream only, through its writer and under its byte
@@ -13,7 +13,7 @@ export type PerRequestStream = AsyncIterable<EncodableEvent>
  * not an encodable event) is logged, and the stream ends with `lastFrames` (a retry:), counted as
  * `streamFailed`.
  */
-export async function pumpStream (client: Subscriber, items: PerRequestStream, log: FastifyBaseLogger, lastFrames: () => Buffer): Promise<void> {
+export async function pumpStream (client: Subscriber, items: PerRequestStream, log: FastifyBaseLogger): Promise<void> {
   const iterator = items[Symbol.asyncIterator]()
   let running = true
   client.whenOver(() => {
@@ -29,18 +29,15 @@ export async function pumpStream (client: Subscriber, items: PerRequestStream, l
     }
   } catch (error) {
     log.error({ err: error, streamId: client.id }, 'tower-sse: a per-request stream threw; its stream is closed with a retry')
-    if (!client.isOver) {
-      client.write(lastFrames())
-      client.end('streamFailed')
-    }
+    client.end('streamFailed')
   } finally {
     running = false
   }
 }
 
-function eventOf (item: unknown): EncodableEvent {
+function eventOf (item: unknown): SseEvent {
   if (typeof item !== 'object' || item === null || !('data' in item)) {
     throw new TypeError(`tower-sse: a per-request stream's items must be events { data, event?, id? }, got ${item === null ? 'null' : typeof item}`)
   }
-  return item as EncodableEvent
+  return item as SseEvent
 }
