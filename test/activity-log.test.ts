@@ -22,7 +22,7 @@ t.test('a storm of 1,000 connects and refusals writes at most one summary line p
   const { lines, stream } = captureLines()
   const windowMs = 250
   const { app, port } = await startApp(
-    { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, maxAgeJitterMs: 0, tarpitMs: 0 },
+    { maxClients: 20, logIntervalMs: windowMs, maxAgeMs: 0, storm: { tarpitMs: 0 } },
     { logger: { level: 'info', stream }, logController: new LogController({ disableRequestLogging: true }) }
   )
   // Every window's flush counted, so the test waits for windows to pass instead of for time.
@@ -87,7 +87,7 @@ t.test('a window with refusals is a warning even when it is no storm; one withou
   const { logger, calls } = levelRecorder()
   // 60,000 ms windows: two attempts are 2 connects/min, far below the storm threshold.
   const counts = new StreamStats()
-  const log = new ActivityLog(counts, { windowMs: 60_000, stormConnectsPerMinute: 1000 })
+  const log = new ActivityLog(counts, 60_000)
   counts.attempt('ip:a')
   counts.accepted(1)
   log.flush(logger, 1)

@@ -1,3 +1,4 @@
+import { withTestClocks } from '../lib/testing'
 import t from 'tap'
 import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
@@ -11,7 +12,7 @@ import { connect, waitFor } from './fixtures/sse-connection'
 const byUser = { keyFn: (request: { headers: Record<string, unknown> }) => `user:${String(request.headers['x-user'])}` }
 
 t.test('send to one stream or every tab of a user; close them as logout or revoked, counted, each with a retry:', async (t) => {
-  const { app, port } = await startApp({ heartbeatMs: 60_000, maxClientsPerKey: 0, retryMs: 3000, retryJitterMs: 1000, random: () => 0.25, ...byUser })
+  const { app, port } = await startApp(withTestClocks({ heartbeatMs: 60_000, maxClientsPerKey: 0, retryMs: 3000, ...byUser }, { random: () => 0.25 }))
   t.teardown(() => app.close())
   const [tab1, tab2, bob] = [await connect(port, '/api/events', { 'x-user': 'alice' }), await connect(port, '/api/events', { 'x-user': 'alice' }), await connect(port, '/api/events', { 'x-user': 'bob' })]
   await waitFor('3 streams', () => app.sse.size === 3)
@@ -37,7 +38,7 @@ t.test('subscribe({ expiresAt }) closes the stream as credentialsExpired when th
   // The injected clock: a token issued now that runs out 30 ms later, by that clock.
   const clock = 1_000_000
   const app = Fastify({ logger: false })
-  await app.register(towerSse, { heartbeatMs: 60_000, maxAgeMs: 60_000, maxAgeJitterMs: 0, path: false, now: () => clock })
+  await app.register(towerSse, withTestClocks({ heartbeatMs: 60_000, maxAgeMs: 60_000, path: false }, { now: () => clock }))
   app.get('/token', { eventStream: true }, (request, reply) =>
     reply.eventStream.subscribe({ expiresAt: clock + Number(request.headers['x-exp-in']), topics: ALL_TOPICS }))
   await app.listen({ host: '127.0.0.1', port: 0 })

@@ -7,7 +7,7 @@ import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
 t.test('500 concurrent clients at maxClients 200: 200 streams, 300 refusals, no stream closed', async (t) => {
   // tarpitMs 0: answer every refusal at once here; slow rejection has its own test.
-  const { app, port } = await startApp({ maxClients: 200, heartbeatMs: 60_000, tarpitMs: 0 })
+  const { app, port } = await startApp({ maxClients: 200, heartbeatMs: 60_000, storm: { tarpitMs: 0 } })
   t.teardown(() => app.close())
   const conns = await Promise.all(Array.from({ length: 500 }, () => connect(port)))
   const open = conns.filter((c) => c.status === 200)
@@ -104,7 +104,7 @@ t.test('@fastify/under-pressure registered plainly: a stream gets tower-sse\'s r
 
 t.test('a refused request is finished and its socket closed by the server; nothing is kept for it', async (t) => {
   // tarpitMs 0: 20 quick refusals are a storm, and held refusals have their own test.
-  const { app, port } = await startApp({ maxClients: 1, tarpitMs: 0 })
+  const { app, port } = await startApp({ maxClients: 1, storm: { tarpitMs: 0 } })
   t.teardown(() => app.close())
   const held = await connect(port)
   const refusals: SseConnection[] = []

@@ -52,7 +52,7 @@ t.test('storm waves fit wholly inside the run; the storm holds only its own key\
   t.equal(flags[flags.indexOf('--trust-proxy') + 1], '127.0.0.1')
   t.not(STORM_ADDRESS, '127.0.0.1', 'the storm has a key of its own')
   t.equal(flags[flags.indexOf('--max-clients') + 1], String(maxClients(FULL_PLAN)))
-  t.ok(Number(flags[flags.indexOf('--max-buffered-bytes') + 1]) >= FULL_PLAN.tower.historyMaxBytes, 'a replay of the whole history fits a client\'s budget (a larger one is a resync)')
+  t.ok(Number(flags[flags.indexOf('--max-buffered-bytes') + 1]) >= FULL_PLAN.tower.historyBytes, 'a replay of the whole history fits a client\'s budget (a larger one is a resync)')
   const steady = FULL_PLAN.steady.seqClients + FULL_PLAN.steady.seqEventSources + FULL_PLAN.steady.groups.reduce((sum, g) => sum + g.size, 0)
   t.ok(maxClients(FULL_PLAN) >= steady + FULL_PLAN.storm.slots, 'steady clients are never refused for capacity')
   for (const group of FULL_PLAN.steady.groups) t.ok(group.size <= FULL_PLAN.storm.slots, `${group.population} fits under its key's cap`)

@@ -156,7 +156,7 @@ t.test('populations react to a stream and a refusal as their clients do', async 
 
 t.test('a restart: the clients of a full server come back to its successor on the same port', async (t) => {
   // Short retry: and drain so the four EventSources are back within the four counted seconds.
-  const server = { name: 'tiny', setup: 'tower-sse' as const, options: { maxClients: 4, retryMs: 1000, retryJitterMs: 400, drainMs: 400 }, summary: 'tiny' }
+  const server = { name: 'tiny', setup: 'tower-sse' as const, options: { maxClients: 4, retryMs: 1000, drainMs: 400 }, summary: 'tiny' }
   const result = await runRestart({ server, population: 'browser', clients: 4, seconds: 4, settings: { hammerDelayMs: 50, stormRate: 10, maxSeconds: 40 } })
   t.equal(result.connectedBefore, 4, 'the server was full before the restart')
   t.equal(result.readmitted, 4, 'every client came back to the new server')

@@ -44,8 +44,9 @@ for (const [toRedisMs, fromRedisMs] of [[1500, 0], [0, 1500]]) {
     const relay = await startFaultRelay(redis.port)
     t.teardown(() => relay.close())
     relay.delay(toRedisMs, fromRedisMs)
-    const { maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
-    const bus = new RedisBus({ redis: relay.url, key: 'clock', historyMaxEvents: 10, publishTimeoutMs: 1000, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} } })
+    const { maxPendingPublishes } = DEFAULTS.redis
+    const { idempotencyWindowMs } = DEFAULTS.history
+    const bus = new RedisBus({ connection: relay.url, key: 'clock', historyEvents: 10, publishTimeoutMs: 1000, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} } })
     t.teardown(() => bus.close())
     await bus.subscribe(() => 0, () => {})
     const answers = new Map<string, { at: number, code: string }>()

@@ -44,7 +44,7 @@ t.test('on a 3-node cluster: both instances start (no CROSSSLOT) and deliver eac
 t.test('an ioredis Cluster passed in: the bus runs on it and a duplicate, and never closes it', async (t) => {
   const client = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })))
   t.teardown(() => client.disconnect())
-  const a = await startApp({ redis: client, redisKey: 'c0', heartbeatMs: 60_000 })
+  const a = await startApp({ heartbeatMs: 60_000, redis: { client, key: 'c0' } })
   const b = await instance(t, cluster.url, 'c0')
   const onB = await open(t, b)
   await waitFor('the stream to open', () => b.app.sse.size === 1)

@@ -14,7 +14,7 @@ t.test('deaf longer than busDeafCloseMs: every stream gets a resync and a jitter
   const relay = await startFaultRelay(redis.port)
   t.teardown(() => relay.close())
   // Every refusal stormy, answered at once: the storm's widening shows within two seconds.
-  const tower = await startTower({ redis: relay.url, redisKey: key, busDeafCloseMs: 0, retryMs: 2000, retryJitterMs: 500, retryAfterSeconds: 4, stormRefusalsPerSecond: 0, tarpitMs: 0 })
+  const tower = await startTower({ retryMs: 2000, retryAfterSeconds: 4, redis: { url: relay.url, key, deafCloseMs: 0 }, storm: { refusalsPerSecond: 0, tarpitMs: 0 } })
   t.teardown(() => tower.app.close())
   t.same(await request(tower.port, 'GET', '/api/ready').then((r) => [r.status, JSON.parse(r.body)]), [200, { ready: true, bus: 'up' }])
   const streams = await Promise.all([open(t, tower), open(t, tower)])

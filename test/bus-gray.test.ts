@@ -87,7 +87,7 @@ t.test('publishes in flight are bounded: beyond maxPendingPublishes refused at o
   const redis = await server(t)
   const proxy = await startPausableProxy(redis.port)
   t.teardown(() => proxy.close())
-  const b = await instance(t, proxy.url, `g${++keys}`, { maxPendingPublishes: 2, publishTimeoutMs: 300 })
+  const b = await instance(t, proxy.url, `g${++keys}`, {}, { maxPendingPublishes: 2, publishTimeoutMs: 300 })
   proxy.pause()
   const waiting = [b.app.sse.broadcast({ n: 0 }), b.app.sse.broadcast({ n: 1 })].map((p) => p.then(() => 'published', (e: { code: string }) => e.code))
   await t.rejects(b.app.sse.broadcast({ n: 2 }), { code: 'TOWER_SSE_BUS_BUSY', statusCode: 503 })

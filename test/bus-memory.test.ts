@@ -5,7 +5,7 @@ import { broadcastIdempotency, busContract } from './fixtures/bus-contract'
 import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 
-busContract(t, async () => new MemoryBus(DEFAULTS.idempotencyWindowMs))
+busContract(t, async () => new MemoryBus(DEFAULTS.history.idempotencyWindowMs))
 broadcastIdempotency(t, () => startApp())
 
 t.test('memory bus: frames are written inside broadcast()', async (t) => {

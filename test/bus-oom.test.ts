@@ -29,7 +29,7 @@ t.test('at maxmemory with noeviction: state oom, its metric, one log line each w
   const redis = await server(t, { args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] })
   const lines: string[] = []
   const metrics = new Registry()
-  const started = await startApp({ redis: redis.url, redisKey: 'oom', metrics, busDeafCloseMs: 0 }, { logger: { level: 'info', stream: { write: (line: string) => { lines.push(line) } } } })
+  const started = await startApp({ metrics, redis: { url: redis.url, key: 'oom', deafCloseMs: 0 } }, { logger: { level: 'info', stream: { write: (line: string) => { lines.push(line) } } } })
   const { app } = started
   t.teardown(() => app.close())
   const logged = (pattern: RegExp): string[] => lines.filter((line) => pattern.test(line))
@@ -75,7 +75,7 @@ t.test('at maxmemory with noeviction: state oom, its metric, one log line each w
 
 t.test('Tower out of memory: /api/ready stays 200 with bus oom (every instance on that Redis is refused alike)', async (t) => {
   const redis = await server(t, { args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] })
-  const tower = await startTower({ redis: redis.url, redisKey: 'oom-tower' })
+  const tower = await startTower({ redis: { url: redis.url, key: 'oom-tower' } })
   t.teardown(() => tower.app.close())
   await fill(redis)
   await waitFor('the state to say oom', () => tower.app.sse.stats().bus.state === 'oom')

@@ -22,7 +22,7 @@ function freshKey (): string {
 }
 
 async function instance (t: Test, redisKey: string, options: TowerSseOptions = {}): Promise<TestApp> {
-  const started = await startApp({ redis: redis.url, redisKey, heartbeatMs: 60_000, topicsFromRequest: queryTopicsOrAll, ...options })
+  const started = await startApp({ heartbeatMs: 60_000, topicsFromRequest: queryTopicsOrAll, ...options, redis: { url: redis.url, key: redisKey } })
   t.teardown(() => started.app.close())
   return started
 }
@@ -33,12 +33,13 @@ function numbers (c: SseConnection): number[] {
 
 /** A bus of its own on the test's server, with the plugin's defaults unless told. */
 function bus (key = freshKey(), options: Partial<RedisBusOptions> = {}): RedisBus {
-  const { publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
-  return new RedisBus({ redis: redis.url, key, historyMaxEvents: 100, publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: Math.random, log: quiet, ...options })
+  const { publishTimeoutMs, maxPendingPublishes } = DEFAULTS.redis
+  const { idempotencyWindowMs } = DEFAULTS.history
+  return new RedisBus({ connection: redis.url, key, historyEvents: 100, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: quiet, ...options })
 }
 
 busContract(t, async () => bus())
-broadcastIdempotency(t, () => startApp({ redis: redis.url, redisKey: freshKey() }))
+broadcastIdempotency(t, () => startApp({ redis: { url: redis.url, key: freshKey() } }))
 
 t.test('two instances on one Redis: a broadcast on A reaches the streams of B; a client resumes on B from an id A gave', async (t) => {
   const key = freshKey()
@@ -245,7 +246,7 @@ t.test('the redis option is checked at register time', async (t) => {
   const refused = await startApp({ redis: 'http://user:secret@127.0.0.1:1/' }).then(() => null, (error: Error) => error)
   t.match(refused?.message, /got "http:\/\/…"/, 'the scheme, to say what was wrong')
   t.notMatch(refused?.message, /secret|user/, 'no password in the message')
-  await t.rejects(startApp({ redisKey: 'a key' }), { name: 'TowerSseOptionError', option: 'redisKey' })
+  await t.rejects(startApp({ redis: { url: 'redis://127.0.0.1:1', key: 'a key' } }), { name: 'TowerSseOptionError', option: 'redis.key' })
   await t.rejects(startApp({ redis: 'redis://127.0.0.1:1' }), { code: 'TOWER_SSE_BUS_START' }, 'an unreachable Redis fails the register')
 })
 
@@ -253,7 +254,7 @@ t.test('an ioredis client of the app: used and duplicated for the reader, never 
   const client = new Redis(redis.url)
   t.teardown(() => client.disconnect())
   const key = freshKey()
-  const withClient = await startApp({ redis: client, redisKey: key })
+  const withClient = await startApp({ redis: { client, key } })
   const withUrl = await instance(t, key)
   const c = await connect(withUrl.port)
   await waitFor('open', () => withUrl.app.sse.size === 1)

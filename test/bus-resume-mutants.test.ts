@@ -16,8 +16,8 @@ let keys = 0
 t.before(async () => { redis = await startRedis() })
 t.teardown(() => redis.stop())
 
-async function instance (t: Test, options: TowerSseOptions & { redisKey: string }): Promise<TestApp> {
-  const started = await startApp({ redis: redis.url, heartbeatMs: 60_000, ...options })
+async function instance (t: Test, key: string, options: TowerSseOptions = {}): Promise<TestApp> {
+  const started = await startApp({ heartbeatMs: 60_000, ...options, redis: { url: redis.url, key } })
   t.teardown(() => started.app.close())
   return started
 }
@@ -41,7 +41,7 @@ function resyncReason (c: SseConnection): string | undefined {
 
 t.test('after FLUSHALL a stale id is of an epoch that is gone: resync "unknown", and Redis is not read', async (t) => {
   const key = `flush${++keys}`
-  const a = await instance(t, { redisKey: key })
+  const a = await instance(t, key)
   const [, stale] = await publish(a, 3)
   await redis.command('FLUSHALL')
   const [fresh] = await publish(a, 1)
@@ -59,10 +59,10 @@ t.test('after FLUSHALL a stale id is of an epoch that is gone: resync "unknown",
 
 t.test('entries deleted around the client\'s id: the read cannot prove continuity, so a resync "too-old", never a silent skip', async (t) => {
   const key = `xdel${++keys}`
-  const a = await instance(t, { redisKey: key })
+  const a = await instance(t, key)
   const ids = await publish(a, 10)
   // A new instance's ring starts at the newest event: a resume from 5 must read Redis.
-  const late = await instance(t, { redisKey: key, historyMaxEvents: 20 })
+  const late = await instance(t, key, { history: { events: 20 } })
   t.equal(await redis.command('XDEL', `{${key}}:stream`, ...[4, 5, 6].map((n) => streamIdOf(ids[n]))), 3)
   const resumed = await connect(late.port, '/api/events', { 'last-event-id': ids[5] })
   t.teardown(() => resumed.destroy())
@@ -75,9 +75,9 @@ t.test('entries deleted around the client\'s id: the read cannot prove continuit
 
 t.test('3 clients resuming from one id while the read is held open share that one read', async (t) => {
   const key = `flight${++keys}`
-  const a = await instance(t, { redisKey: key })
+  const a = await instance(t, key)
   const ids = await publish(a, 10)
-  const late = await instance(t, { redisKey: key })
+  const late = await instance(t, key)
   const pid = Number(/process_id:(\d+)/.exec(String(await redis.command('INFO', 'server')))?.[1])
   t.ok(pid > 0, 'redis-server pid from INFO')
   const xrange = await redis.calls('xrange')

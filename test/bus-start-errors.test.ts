@@ -12,7 +12,7 @@ t.jobs = 3
 
 /** The register's rejection, for a URL: its code and message. */
 async function refusal (url: string): Promise<{ code: string, message: string }> {
-  const started = startApp({ redis: url, redisKey: 'start' })
+  const started = startApp({ redis: { url, key: 'start' } })
   started.then(({ app }) => app.close(), () => undefined)
   const error = await started.then(() => null, (e: { code: string, message: string }) => e)
   if (error === null) throw new Error(`the register on ${url} did not fail`)
@@ -61,7 +61,7 @@ t.test('a read-only ACL user: the dry run of the script names what it may not ru
   t.match(readOnly.message, /PEXPIRE {start}:probe:\S+ \(checked with ACL before the first publish\)/)
   t.equal(await redis.command('EXISTS', 'start:stream', 'start:meta'), 0, 'the dry run wrote nothing')
   await redis.command('ACL', 'SETUSER', 'reader', '+@write')
-  const ok = await startApp({ redis: `redis://reader:pw@127.0.0.1:${redis.port}`, redisKey: 'start' })
+  const ok = await startApp({ redis: { url: `redis://reader:pw@127.0.0.1:${redis.port}`, key: 'start' } })
   t.teardown(() => ok.app.close())
   t.equal(ok.app.sse.stats().bus.state, 'up', 'with write permission the same user starts')
 })

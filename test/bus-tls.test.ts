@@ -25,14 +25,14 @@ t.test('one server over TLS: an ioredis client trusting the CA runs the bus; a r
 
   const client = new Redis({ host: '127.0.0.1', port, tls: { ca: fs.readFileSync(certificates.ca) }, lazyConnect: true })
   t.teardown(() => client.disconnect())
-  const { app } = await startApp({ redis: client, redisKey: 'tls' })
+  const { app } = await startApp({ redis: { client, key: 'tls' } })
   t.teardown(() => app.close())
   t.match(await app.sse.broadcast({ n: 1 }), { id: String }, 'published over TLS')
   t.equal(app.sse.stats().bus.state, 'up')
 
   // Refused, not crashed: ioredis ends a socket whose TLS handshake failed with no listener left,
   // and the server's alert in answer was an uncaught exception (the bus disconnects quietly).
-  const refused = await startApp({ redis: `rediss://127.0.0.1:${port}`, redisKey: 'tls' }).then(() => null, (error: Error) => error.message)
+  const refused = await startApp({ redis: { url: `rediss://127.0.0.1:${port}`, key: 'tls' } }).then(() => null, (error: Error) => error.message)
   t.match(refused, `cannot start the Redis bus on rediss://127.0.0.1:${port}: the server's TLS certificate is not trusted here (SELF_SIGNED_CERT_IN_CHAIN`)
 })
 

@@ -20,7 +20,7 @@ function answered (what: string, reply: Promise<RawResponse>, ms = 5000): Promis
 }
 
 t.test('Idempotency-Key: a retried notify lands once and answers the first id; a bad key is a 400 naming the header', async (t) => {
-  const tower = await startTower({ redis: redis.url, redisKey: 'k1' })
+  const tower = await startTower({ redis: { url: redis.url, key: 'k1' } })
   t.teardown(() => tower.app.close())
   const stream = await connect(tower.port, '/api/events')
   t.teardown(() => stream.destroy())
@@ -42,9 +42,9 @@ t.test('Idempotency-Key: a retried notify lands once and answers the first id; a
 
 t.test('Idempotency-Key is the producer\'s: another producer\'s same key publishes; the same key with another body is a 409 naming it', async (t) => {
   const secret = 'producer-token-1'
-  const withToken = await startTower({ redis: redis.url, redisKey: 'k3' }, { token: secret })
+  const withToken = await startTower({ redis: { url: redis.url, key: 'k3' } }, { token: secret })
   t.teardown(() => withToken.app.close())
-  const open = await startTower({ redis: redis.url, redisKey: 'k3' })
+  const open = await startTower({ redis: { url: redis.url, key: 'k3' } })
   t.teardown(() => open.app.close())
   const auth = { authorization: `Bearer ${secret}`, 'idempotency-key': 'ci-build-42' }
   const mine = await notify(withToken.port, { ...note, title: 'Build FAILED' }, undefined, auth)
@@ -67,7 +67,7 @@ t.test('Redis stalled: notify answers 503 + Retry-After, and the stats route ans
   const stalled = await startRedis()
   t.teardown(() => stalled.stop())
   t.teardown(() => stalled.resume())
-  const tower = await startTower({ redis: stalled.url, redisKey: 'k2' })
+  const tower = await startTower({ redis: { url: stalled.url, key: 'k2' } })
   t.teardown(() => tower.app.close())
   // Its instance board connected and reporting (it reports once a second), so the listing waits on the stall.
   for (let tries = 0; await stalled.command('SCARD', '{k2}:instances') === 0; tries++) {

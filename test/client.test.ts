@@ -1,3 +1,4 @@
+import { withTestClocks } from '../lib/testing'
 import net from 'node:net'
 import t from 'tap'
 import { TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client'
@@ -37,7 +38,7 @@ function activeCount (type: string): number {
 
 t.test('server full: one attempt per Retry-After window (+ jitter), then connects once a slot frees', async (t) => {
   // The server's own draw at 0: every refusal says exactly `Retry-After: 1`.
-  const { app, port } = await startApp({ maxClients: 1, retryAfterSeconds: 1, heartbeatMs: 60_000, random: () => 0 })
+  const { app, port } = await startApp(withTestClocks({ maxClients: 1, retryAfterSeconds: 1, heartbeatMs: 60_000 }, { random: () => 0 }))
   t.teardown(() => app.close())
   const holder = await connect(port)
   const client = new TowerSseClient(`http://127.0.0.1:${port}/api/events`, { random: seededRandom(3), retryAfterJitterRatio: 0.5 })
@@ -61,7 +62,7 @@ t.test('server full: one attempt per Retry-After window (+ jitter), then connect
 })
 
 t.test('rejectWith "retry": the client tells the refusal stream from an expiry and still gets in', async (t) => {
-  const { app, port } = await startApp({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 1, heartbeatMs: 60_000, random: () => 0 })
+  const { app, port } = await startApp(withTestClocks({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 1, heartbeatMs: 60_000 }, { random: () => 0 }))
   t.teardown(() => app.close())
   const holder = await connect(port)
   const client = new TowerSseClient(`http://127.0.0.1:${port}/api/events`, { random: seededRandom(5) })
@@ -77,7 +78,7 @@ t.test('rejectWith "retry": the client tells the refusal stream from an expiry a
 })
 
 t.test('after max-age expiry: reconnects after retry: and misses no event (Last-Event-ID replay)', async (t) => {
-  const { app, port } = await startApp({ maxAgeMs: 300, maxAgeJitterMs: 100, retryMs: 150, retryJitterMs: 0, heartbeatMs: 60_000 })
+  const { app, port } = await startApp({ maxAgeMs: 300, retryMs: 150, heartbeatMs: 60_000 })
   t.teardown(() => app.close())
   const client = new TowerSseClient(`http://127.0.0.1:${port}/api/events`, { random: seededRandom(5), retryJitterRatio: 0.2, minRetryMs: 100 })
   t.teardown(() => client.close())

@@ -1,3 +1,4 @@
+import { withTestClocks } from '../lib/testing'
 import t from 'tap'
 import { RedisBus } from '../lib/bus/redis/redis-bus'
 import { DEFAULTS } from '../lib/options'
@@ -38,7 +39,7 @@ t.test('a wall clock stepped 10 min back or forward changes no storm level, Retr
   const clock = movedClock()
   const wall = steppedWallClock(t)
   // random at its top: every jitter draws its highest value, so a cap that does not hold shows.
-  const { app, port } = await startApp({ maxClients: 1, retryMs: 5000, retryJitterMs: 4000, retryAfterSeconds: 5, maxRetryAfterSeconds: 20, stormRefusalsPerSecond: 2, tarpitMs: 0, random: () => 0.9999, monotonicNow: clock.now })
+  const { app, port } = await startApp(withTestClocks({ maxClients: 1, retryMs: 5000, retryAfterSeconds: 5, storm: { maxRetryAfterSeconds: 20, refusalsPerSecond: 2, tarpitMs: 0 } }, { random: () => 0.9999, monotonicNow: clock.now }))
   t.teardown(() => app.close())
   const holder = await connect(port)
   const refusal = async (): Promise<number> => {
@@ -71,7 +72,7 @@ t.test('a wall clock stepped 10 min back or forward changes no storm level, Retr
 t.test('the connect-rate bucket follows the monotonic clock, not the wall clock (a real server)', async (t) => {
   const clock = movedClock()
   const wall = steppedWallClock(t)
-  const { app, port } = await startApp({ maxConnectsPerSecond: 1, connectBurst: 1, maxRetryAfterSeconds: 20, random: () => 0.9999, monotonicNow: clock.now })
+  const { app, port } = await startApp(withTestClocks({ connectRate: { perSecond: 1, burst: 1 }, storm: { maxRetryAfterSeconds: 20 } }, { random: () => 0.9999, monotonicNow: clock.now }))
   t.teardown(() => app.close())
   const admitted = await connect(port)
   t.equal(admitted.status, 200, 'the burst\'s one token')
@@ -92,7 +93,7 @@ t.test('the connect-rate bucket follows the monotonic clock, not the wall clock 
 
 t.test('rejectWith retry: the refused stream\'s retry: never passes maxRetryAfterSeconds', async (t) => {
   // Retry-After at the cap itself: the retry: drawn around it must stay below.
-  const { app, port } = await startApp({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 20, maxRetryAfterSeconds: 20, tarpitMs: 0, random: () => 0.9999 })
+  const { app, port } = await startApp(withTestClocks({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 20, storm: { maxRetryAfterSeconds: 20, tarpitMs: 0 } }, { random: () => 0.9999 }))
   t.teardown(() => app.close())
   const holder = await connect(port)
   t.teardown(() => holder.destroy())
@@ -106,8 +107,9 @@ t.test('rejectWith retry: the refused stream\'s retry: never passes maxRetryAfte
 t.test('bus lag: an instance whose clock is 10 min ahead reports the lag in Redis\'s clock, not 600 s', async (t) => {
   const redis = await startRedis()
   t.teardown(() => redis.stop())
-  const { publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
-  const bus = new RedisBus({ redis: redis.url, key: 'ahead', historyMaxEvents: 10, publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} }, now: () => Date.now() + TEN_MINUTES })
+  const { publishTimeoutMs, maxPendingPublishes } = DEFAULTS.redis
+  const { idempotencyWindowMs } = DEFAULTS.history
+  const bus = new RedisBus({ connection: redis.url, key: 'ahead', historyEvents: 10, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: Math.random, log: { warn: () => {}, info: () => {} }, now: () => Date.now() + TEN_MINUTES })
   t.teardown(() => bus.close())
   await bus.subscribe(() => 0, () => {})
   await bus.publish({ data: '1' })

@@ -74,7 +74,7 @@ if (canRunBrowserTests(t)) {
     const other = runCli(['--redis', redis.url, '--redis-key', redisKey], { PORT: '0' })
     t.teardown(() => { other.child.kill('SIGKILL') })
     const [tower, otherPort] = await Promise.all([
-      startTower({ redis: redis.url, redisKey, heartbeatMs: 60_000 }),
+      startTower({ heartbeatMs: 60_000, redis: { url: redis.url, key: redisKey } }),
       other.line(/tower: listening on/).then((line) => Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(line)?.[1]))
     ])
     t.teardown(() => tower.app.close())

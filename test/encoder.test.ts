@@ -2,7 +2,9 @@ import t from 'tap'
 import fc from 'fast-check'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { encodeEvent, encodeRetry } from '../lib/events/encoder'
-import { EventFieldError } from '../lib'
+import { errorCodes } from '../lib'
+
+const EventFieldError = errorCodes.TOWER_SSE_BAD_FIELD
 
 function parse (frames: Buffer[]): { events: EventSourceMessage[], retries: number[] } {
   const events: EventSourceMessage[] = []

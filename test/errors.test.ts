@@ -1,9 +1,8 @@
 import t from 'tap'
-import towerSse, { DEFAULTS, errorCodes, REFUSAL_CODES, RegistryFullError, SubscriptionError, TowerSseOptionError } from '../lib'
+import towerSse, { errorCodes, REFUSAL_CODES } from '../lib'
 import { StreamStats } from '../lib/observe/stats'
 import type { Subscriber } from '../lib/streams/subscriber'
-import { MemoryBus } from '../lib/bus/memory'
-import { SseRegistry } from '../lib/streams/registry'
+import { Registry } from '../lib/streams/registry'
 import * as plugin from '../lib'
 import * as towerErrors from '../lib/tower/errors'
 
@@ -19,6 +18,8 @@ t.test('every error constructor is exported under its own code, with a status co
   t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_BUS_DEAF', 'TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PIPELINED', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
 })
 
+const { TOWER_SSE_OPTION: TowerSseOptionError, TOWER_SSE_BAD_SUBSCRIPTION: SubscriptionError, TOWER_SSE_REGISTRY_FULL: RegistryFullError } = errorCodes
+
 t.test('errors are Fastify errors: code, statusCode, instanceof, and the option error keeps .option', async (t) => {
   const option = new TowerSseOptionError('maxClients', -1, 'an integer >= 1')
   t.match(option, { code: 'TOWER_SSE_OPTION', option: 'maxClients', name: 'TowerSseOptionError', message: 'tower-sse: option "maxClients" must be an integer >= 1, got -1' })
@@ -29,9 +30,9 @@ t.test('errors are Fastify errors: code, statusCode, instanceof, and the option 
 })
 
 t.test('the registry refuses to hold one stream too many (an invariant admission keeps)', async (t) => {
-  const registry = new SseRegistry({ capacity: 0, historyMaxEvents: 0, historyMaxBytes: 0 }, new StreamStats(), new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
-  t.throws(() => registry.add({} as Subscriber, null), RegistryFullError)
-  t.throws(() => registry.add({} as Subscriber, null), { code: 'TOWER_SSE_REGISTRY_FULL' })
+  const registry = new Registry(0, new StreamStats())
+  t.throws(() => registry.add({} as Subscriber), RegistryFullError)
+  t.throws(() => registry.add({} as Subscriber), { code: 'TOWER_SSE_REGISTRY_FULL' })
 })
 
 t.test('Tower\'s errors are Tower\'s: TOWER_* codes, in lib/tower/errors.ts, not exported by the plugin', async (t) => {

@@ -1,15 +1,15 @@
 import http from 'node:http'
 import t from 'tap'
-import { DEFAULTS } from '../lib'
 import { MemoryBus } from '../lib/bus/memory'
 import { encodeRetry } from '../lib/events/encoder'
-import { SseRegistry } from '../lib/streams/registry'
 import { StreamStats } from '../lib/observe/stats'
 import { Subscriber } from '../lib/streams/subscriber'
 import { WriteCoalescer } from '../lib/streams/write-coalescer'
+import { streamsOn } from './fixtures/streams'
 import { listenOnLoopback } from './fixtures/loopback-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { ALL_TOPICS } from '../lib/events/topic'
+import { HISTORY_DEFAULTS } from '../lib/events/history-options'
 
 // The one heartbeat over more streams than a slice (issue 32): beats are called by the test (the
 // timer's period is the plugin's), and each stream's heartbeat() counts the turn it ran in.
@@ -19,8 +19,8 @@ const SLICE = 500
 const STREAMS = 600
 
 t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE} a turn, and the next one does too`, async (t) => {
-  const registry = new SseRegistry({ capacity: STREAMS, historyMaxEvents: 10, historyMaxBytes: 1e6 }, new StreamStats(), new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
-  await registry.start()
+  const { registry, fanOut, sweep } = streamsOn(new MemoryBus(HISTORY_DEFAULTS.idempotencyWindowMs), new StreamStats(), { capacity: STREAMS })
+  await fanOut.start()
   const turn0 = { n: 0 }
   /** Heartbeats per turn of the event loop since the test began counting. */
   const perTurn = new Map<number, number>()
@@ -33,15 +33,18 @@ t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE
   const flush = new WriteCoalescer()
   let ids = 0
   const server = http.createServer((_req, res) => {
-    const client = new CountingSubscriber(`c${++ids}`, undefined, `k${ids}`, ALL_TOPICS, res, { maxBufferedBytes: 1e6, maxStalledHeartbeats: 2 }, registry.remove, flush, null)
-    client.open({}, encodeRetry(1000))
-    registry.add(client, null)
+    ids++
+    const client = new CountingSubscriber({ id: `c${ids}`, key: `k${ids}`, remoteAddress: undefined, grant: ALL_TOPICS, connectedAt: Date.now(), lifetime: null }, res,
+      { maxBufferedBytes: 1e6, coalescer: flush, retryFrame: () => Buffer.alloc(0), finished: registry.remove })
+    client.open(200, {}, encodeRetry(1000))
+    registry.add(client)
   })
   const { port, close } = await listenOnLoopback(server)
   const streams: SseConnection[] = []
   t.teardown(async () => {
     for (const c of streams) c.destroy()
-    await registry.close()
+    sweep.stop()
+    await fanOut.close()
     await close()
   })
   for (let i = 0; i < STREAMS; i += 100) streams.push(...await Promise.all(Array.from({ length: 100 }, () => connect(port, '/'))))
@@ -58,9 +61,9 @@ t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE
       if (ticking) setImmediate(tick)
     }
     setImmediate(tick)
-    registry.heartbeat()
+    sweep.heartbeat()
     // A beat while the sweep is under way is left to it: nothing is swept twice.
-    registry.heartbeat()
+    sweep.heartbeat()
     try {
       await waitFor('every stream swept', () => [...perTurn.values()].reduce((a, b) => a + b, 0) >= STREAMS)
     } finally {

@@ -1,3 +1,4 @@
+import { subscriberOn } from './fixtures/streams'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
@@ -6,11 +7,8 @@ import Fastify from 'fastify'
 import towerSse, { type TowerSseOptions } from '../lib'
 import { waitFor } from './fixtures/sse-connection'
 import type { ServerResponse } from 'node:http'
-import { Subscriber } from '../lib/streams/subscriber'
-import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { HEARTBEAT_FRAME } from '../lib/events/encoder'
 import { resetResponse } from './fixtures/h2-reset-response'
-import { ALL_TOPICS } from '../lib/events/topic'
 
 /** tower-sse on Fastify's HTTP/2 server without TLS (h2c), on an ephemeral loopback port. */
 async function startH2c (options: TowerSseOptions) {
@@ -60,7 +58,7 @@ t.test('HTTP/2: a refusal and an expiry end only their own stream; the session a
   t.teardown(() => process.off('warning', onWarning))
 
   // maxClients 1: the second stream is refused. The first expires within [150, 450] ms.
-  const { app, port } = await startH2c({ maxClients: 1, maxAgeMs: 300, maxAgeJitterMs: 150, heartbeatMs: 60_000 })
+  const { app, port } = await startH2c({ maxClients: 1, maxAgeMs: 300, heartbeatMs: 60_000 })
   t.teardown(() => app.close())
   const session = http2.connect(`http://127.0.0.1:${port}`)
   let sessionClosed = false
@@ -126,7 +124,7 @@ t.test('HTTP/2: a stream ended at shutdown delivers everything queued before it,
 })
 
 t.test('HTTP/2: of two streams on one session, the one whose reader stalls is swept as dead; the other keeps receiving', async (t) => {
-  const { app, port } = await startH2c({ heartbeatMs: 50, maxStalledHeartbeats: 2, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  const { app, port } = await startH2c({ heartbeatMs: 50, maxAgeMs: 0 })
   t.teardown(() => app.close())
   // A 1 KiB stream window: the stalled stream's events pile up on the server, in its own buffer.
   const session = http2.connect(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: 1024 } })
@@ -201,7 +199,7 @@ t.test('HTTP/2: the heartbeat sweeps a stream whose http2 stream is closed (the 
   const { res, close } = await resetResponse()
   t.teardown(close)
   t.equal(res.writable, true, 'Node\'s compatibility response: still writable')
-  const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
+  const stream = subscriberOn(res as unknown as ServerResponse, { maxBufferedBytes: 1 << 20, finished: (_s, why) => ended.push(why) })
   stream.heartbeat(HEARTBEAT_FRAME)
   t.same(ended, ['deadSwept'], 'swept at the first beat')
 })

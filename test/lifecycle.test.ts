@@ -35,7 +35,7 @@ t.test('every timer the plugin starts is gone after close()', async (t) => {
     },
     destroy (asyncId) { live.delete(asyncId) }
   }).enable()
-  const { app, port } = await startApp({ heartbeatMs: 20, logIntervalMs: 20, maxAgeMs: 10_000, maxAgeJitterMs: 0 })
+  const { app, port } = await startApp({ heartbeatMs: 20, logIntervalMs: 20, maxAgeMs: 10_000 })
   const c = await connect(port)
   await waitFor('the heartbeat, log and expiry timers to be running', () => live.size >= 3)
   t.ok(live.size >= 3, `heartbeat, log and expiry timers were running (${live.size})`)

@@ -1,3 +1,4 @@
+import { withTestClocks } from '../lib/testing'
 import { spawnSync } from 'node:child_process'
 import type { Socket } from 'node:net'
 import path from 'node:path'
@@ -7,10 +8,10 @@ import UnderPressure from '@fastify/under-pressure'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { AggregatorRegistry, Registry } from 'prom-client'
 import { StreamStats } from '../lib/observe/stats'
+import type { StreamGauges } from '../lib/observe/vocabulary'
 import towerSse, { DEFAULTS, type SseStats } from '../lib'
 import { registerMetrics, type BusState } from '../lib/observe/metrics'
 import { MemoryBus } from '../lib/bus/memory'
-import { SseRegistry, type BroadcastObserver } from '../lib/streams/registry'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { movedClock } from './fixtures/moved-clock'
@@ -58,26 +59,21 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   // return503OnClosing false: during the drain, requests reach tower-sse (the "closing" refusal) and /metrics.
   const app = Fastify({ logger: false, return503OnClosing: false })
   await app.register(UnderPressure, { healthCheck: async () => healthy, healthCheckInterval: 10 })
-  await app.register(towerSse, {
+  await app.register(towerSse, withTestClocks({
     metrics,
     maxClients: 5,
     maxClientsPerKey: 2,
     keyFn: (request) => String(request.headers['x-client'] ?? 'anon'),
     topicsFromRequest: queryTopics,
-    // 9 admissions come before the rate step; refill adds one token a second.
-    maxConnectsPerSecond: 1,
-    connectBurst: 10,
-    tarpitMs: 0,
-    stormRefusalsPerSecond: 1000,
     // random 0.5: every stream lives 60 s; random 0: 100 ms (the one that expires).
     maxAgeMs: 60_000,
-    maxAgeJitterMs: 59_900,
-    random: () => nextRandom,
     heartbeatMs: 60_000,
     maxBufferedBytes: 64 * 1024,
-    historyMaxEvents: 3,
-    drainMs: 6000
-  })
+    drainMs: 6000,
+    connectRate: { perSecond: 1, burst: 10 },
+    storm: { tarpitMs: 0, refusalsPerSecond: 1000 },
+    history: { events: 3 }
+  }, { random: () => nextRandom }))
   await app.register(metricsRoute, { registry: metrics })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
@@ -258,7 +254,7 @@ t.test('a metrics option that is not a prom-client Registry is refused at regist
 t.test('a client that takes no byte across heartbeats is swept, and counted as swept', async (t) => {
   const metrics = new Registry()
   const app = Fastify({ logger: false })
-  await app.register(towerSse, { metrics, heartbeatMs: 100, maxStalledHeartbeats: 2, maxBufferedBytes: 1024 * 1024 })
+  await app.register(towerSse, { metrics, heartbeatMs: 100, maxBufferedBytes: 1024 * 1024 })
   await app.register(metricsRoute, { registry: metrics })
   const sockets = new Map<number, Socket>()
   app.server.on('connection', (socket: Socket) => sockets.set(socket.remotePort as number, socket))
@@ -289,7 +285,7 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
   const metrics = new Registry()
   const app = Fastify({ logger: false })
   const clock = movedClock()
-  await app.register(towerSse, { metrics, maxClients: 1, stormRefusalsPerSecond: 1, tarpitMs: 20_000, tarpitJitterMs: 0, monotonicNow: clock.now })
+  await app.register(towerSse, withTestClocks({ metrics, maxClients: 1, storm: { refusalsPerSecond: 1, tarpitMs: 20_000 } }, { monotonicNow: clock.now }))
   await app.register(metricsRoute, { registry: metrics })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as { port: number }).port
@@ -322,10 +318,9 @@ t.test('during a storm, the held refusals and the widening level are gauges', as
 
 t.test('bus metrics come from the bus-state provider, and exist only with one', async (t) => {
   const counts = new StreamStats()
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
   const source = {
-    stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel: 0 }),
-    timeBroadcasts: (observe: BroadcastObserver) => registry.timeBroadcasts(observe)
+    stats: () => counts.read(idleGauges(), { refusalsHeld: 0, stormLevel: 0 }),
+    timeBroadcasts: () => {}
   }
   let state: BusState | null = null
   const target = new Registry()
@@ -358,10 +353,9 @@ t.test('aggregated over workers (as the cluster primary does), the storm level i
   /** One worker's metrics registry, its storm level and bus state set by the test. */
   const worker = (stormLevel: number, up: boolean): Registry => {
     const counts = new StreamStats()
-    const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 10, historyMaxBytes: 1024 }, counts, new MemoryBus(DEFAULTS.idempotencyWindowMs), () => 0)
     const source = {
-      stats: () => counts.read(registry.gauges(), { refusalsHeld: 0, stormLevel }),
-      timeBroadcasts: (observe: BroadcastObserver) => registry.timeBroadcasts(observe)
+      stats: () => counts.read(idleGauges(), { refusalsHeld: 0, stormLevel }),
+      timeBroadcasts: () => {}
     }
     const target = new Registry()
     registerMetrics(target, source, () => ({ up, outOfMemory: false, lagSeconds: 0, reads: 0, refusedPublishes: 0 }))
@@ -377,3 +371,8 @@ t.test('aggregated over workers (as the cluster primary does), the storm level i
   const oneDown = await aggregate([worker(0, true), worker(0, false)])
   t.equal(oneDown.get('tower_sse_bus_up'), '0', 'one worker\'s bus down: the cluster\'s is down')
 })
+
+/** What an instance with no stream holds, as stats() reads it. */
+function idleGauges (): StreamGauges {
+  return { current: 0, capacity: 10, historyEvents: 0, historyBytes: 0, openStreamBytes: 0, bus: new MemoryBus(DEFAULTS.history.idempotencyWindowMs).stats() }
+}

@@ -1,15 +1,30 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import towerSse, { DEFAULTS } from '../lib'
-import { normalizeOptions } from '../lib/internal'
+import { normalizeOptions } from '../lib/options'
+import { withTestClocks } from '../lib/testing'
 import { startApp } from './fixtures/app'
 import { connect } from './fixtures/sse-connection'
 
-t.test('defaults fill every option', async (t) => {
+t.test('defaults fill every option, by group; the clocks are the real ones', async (t) => {
   const options = normalizeOptions(undefined)
-  t.match(options, DEFAULTS)
-  t.equal(options.random, Math.random)
+  t.match(options, { ...DEFAULTS, redis: undefined, connectRate: false })
+  t.same(options.history, DEFAULTS.history)
+  t.same(options.storm, DEFAULTS.storm)
+  t.equal(options.clocks.random, Math.random)
+  t.equal(options.clocks.now, Date.now)
   t.equal(options.initialEvent, undefined)
+})
+
+t.test('twenty options at the top level, each group its own; a test seam is none of them', async (t) => {
+  const top = ['path', 'maxClients', 'maxClientsPerKey', 'keyFn', 'retryMs', 'retryAfterSeconds', 'rejectWith', 'storm', 'connectRate',
+    'heartbeatMs', 'maxAgeMs', 'maxBufferedBytes', 'drainMs', 'history', 'redis', 'guard', 'metrics', 'logIntervalMs', 'topicsFromRequest', 'initialEvent']
+  t.equal(top.length, 20)
+  for (const key of top) t.doesNotThrow(() => normalizeOptions({ [key]: undefined }), key)
+  t.throws(() => normalizeOptions({ random: Math.random } as never), { option: 'random', message: /moved to withTestClocks\(\) of tower-sse\/testing/ })
+  const clocks = normalizeOptions(withTestClocks({ maxClients: 3 }, { random: () => 0.5, monotonicNow: () => 7 })).clocks
+  t.same([clocks.random(), clocks.monotonicNow(), clocks.now === Date.now], [0.5, 7, true], 'withTestClocks() replaces only the clocks it is given')
+  t.throws(() => normalizeOptions(withTestClocks({}, { random: 4 as never })), { option: 'withTestClocks: random', message: /must be a function/ })
 })
 
 const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
@@ -19,30 +34,41 @@ const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
   ['maxClients', { maxClients: 2.5 }, /option "maxClients" .* got 2\.5/],
   ['maxClients', { maxClients: '200' }, /option "maxClients" .* got "200"/],
   ['maxClients', { maxClients: Number.NaN }, /option "maxClients" .* got null|NaN/],
-  ['retryMs', { retryMs: -1 }, /option "retryMs" must be an integer >= 0, got -1/],
-  ['retryJitterMs', { retryMs: 1000, retryJitterMs: 2000 }, /option "retryJitterMs" must be at most retryMs \(1000\), got 2000/],
-  ['retryAfterSeconds', { retryAfterSeconds: 0 }, /option "retryAfterSeconds" must be an integer >= 1, got 0/],
+  ['retryMs', { retryMs: -1 }, /option "retryMs" must be an integer between 0 and 3600000, got -1/],
+  ['retryAfterSeconds', { retryAfterSeconds: 0 }, /option "retryAfterSeconds" must be an integer between 1 and 3600, got 0/],
   ['heartbeatMs', { heartbeatMs: 0 }, /option "heartbeatMs" must be an integer between 1 and 2147483647, got 0/],
   ['heartbeatMs', { heartbeatMs: 2 ** 31 }, /option "heartbeatMs" .* got 2147483648/],
   ['maxAgeMs', { maxAgeMs: -5 }, /option "maxAgeMs" .* got -5/],
-  ['maxAgeJitterMs', { maxAgeMs: 1000, maxAgeJitterMs: 1000 }, /option "maxAgeJitterMs" must be less than maxAgeMs \(1000\), got 1000/],
-  ['maxAgeJitterMs', { maxAgeMs: 0, maxAgeJitterMs: 2 ** 31 }, /option "maxAgeJitterMs" must be small enough/],
+  // With its ±20%, a lifetime must still fit a timer.
+  ['maxAgeMs', { maxAgeMs: 2 ** 31 - 1 }, /option "maxAgeMs" must be an integer between 0 and 1789569705, got 2147483647/],
   ['logIntervalMs', { logIntervalMs: 0 }, /option "logIntervalMs" .* got 0/],
   ['maxBufferedBytes', { maxBufferedBytes: 0 }, /option "maxBufferedBytes" .* got 0/],
-  ['maxStalledHeartbeats', { maxStalledHeartbeats: 0 }, /option "maxStalledHeartbeats" .* got 0/],
   ['initialEvent', { initialEvent: 'hello' }, /option "initialEvent" must be a function .* got "hello"/],
+  ['rejectWith', { rejectWith: 503 }, /option "rejectWith" must be either "503" or "retry", got 503/],
+  ['storm', { storm: true }, /option "storm" must be an object \{ refusalsPerSecond, tarpitMs, maxRetryAfterSeconds \}, got true/],
+  ['storm.tarpitMs', { storm: { tarpitMs: 60_001 } }, /option "storm.tarpitMs" must be an integer between 0 and 60000, got 60001/],
+  ['storm.tarpitms', { storm: { tarpitms: 5 } }, /option "storm.tarpitms" must be one of storm's options \(did you mean "tarpitMs"\?\), got 5/],
   // One option set against the default of its pair: the error names the option the user set.
-  ['maxAgeMs', { maxAgeMs: 60000 }, /option "maxAgeMs" must be 0 or more than maxAgeJitterMs \(60000, its default: set maxAgeJitterMs too\), got 60000/],
-  ['retryMs', { retryMs: 500 }, /option "retryMs" must be at least retryJitterMs \(1000, its default: set retryJitterMs too\), got 500/],
-  ['tarpitMs', { tarpitMs: 1000 }, /option "tarpitMs" must be 0 or more than tarpitJitterMs \(1500, its default: set tarpitJitterMs too\), got 1000/],
   ['retryAfterSeconds', { retryAfterSeconds: 120 },
-    /option "retryAfterSeconds" must be at most maxRetryAfterSeconds \(60, its default: set maxRetryAfterSeconds too\), got 120/],
-  ['maxAgeMs', { maxAgeMs: 2 ** 31 - 1 }, /option "maxAgeMs" must be small enough to fit a timer \(2\^31 - 1 ms\) when added to maxAgeJitterMs \(60000, its default/],
-  ['maxAgeJitterMs', { maxAgeJitterMs: 300_000 }, /option "maxAgeJitterMs" must be less than maxAgeMs \(300000, its default: set maxAgeMs too\), got 300000/],
-  ['tarpitJitterMs', { tarpitMs: 1000, tarpitJitterMs: 1000 }, /option "tarpitJitterMs" must be less than tarpitMs \(1000\), got 1000/],
-  ['maxRetryAfterSeconds', { maxRetryAfterSeconds: 3, retryAfterSeconds: 4 }, /option "maxRetryAfterSeconds" must be at least retryAfterSeconds \(4\), got 3/],
-  ['random', { random: 4 }, /option "random" must be a function .* got 4/],
-  ['maxclients', { maxclients: 5 }, /option "maxclients" must be one of the known options \(.*maxClients.*\), got 5/]
+    /option "retryAfterSeconds" must be at most storm.maxRetryAfterSeconds \(60, its default: set it too, or storm: false\), got 120/],
+  ['storm.maxRetryAfterSeconds', { retryAfterSeconds: 4, storm: { maxRetryAfterSeconds: 3 } }, /option "storm.maxRetryAfterSeconds" must be at least retryAfterSeconds \(4\), got 3/],
+  ['connectRate.perSecond', { connectRate: {} }, /option "connectRate.perSecond" must be an integer >= 1 \(connectRate: false turns the guard off\)/],
+  ['connectRate.burst', { connectRate: { perSecond: 5, burst: 0 } }, /option "connectRate.burst" must be an integer >= 1, got 0/],
+  ['history.events', { history: { events: -1 } }, /option "history.events" must be an integer >= 0, got -1/],
+  ['history', { history: 100 }, /option "history" must be an object \{ events, bytes, idempotencyWindowMs \}, got 100/],
+  ['redis', { redis: 42 }, /option "redis" must be a redis:\/\/, .* or \{ url \| client, key, .* \}, got 42/],
+  ['redis', { redis: { key: 'x' } }, /option "redis" must be an object with exactly one of url .* or client/],
+  ['redis.key', { redis: { url: 'redis://127.0.0.1:1', key: 'a key' } }, /option "redis.key" must be 1-100 characters/],
+  ['redis.publishTimeoutMs', { redis: { url: 'redis://127.0.0.1:1', publishTimeoutMs: 0 } }, /option "redis.publishTimeoutMs" must be an integer between 1 and 60000, got 0/],
+  ['guard.allowedHosts', { guard: { allowedHosts: [] } }, /option "guard.allowedHosts" must be a non-empty array/],
+  ['metrics', { metrics: {} }, /option "metrics" must be a prom-client Registry/],
+  // A misspelt option is named with the nearest one; a name of an earlier version with where it went.
+  ['maxclients', { maxclients: 5 }, /option "maxclients" must be one of tower-sse's options \(did you mean "maxClients"\?\), got 5/],
+  ['heartbeatMS', { heartbeatMS: 5 }, /\(did you mean "heartbeatMs"\?\)/],
+  ['historyMaxEvents', { historyMaxEvents: 5 }, /option "historyMaxEvents" must be one of tower-sse's options \(moved to history: \{ events \}\), got 5/],
+  ['redisKey', { redisKey: 'k' }, /\(moved to redis: \{ url, key \}\)/],
+  ['retryJitterMs', { retryJitterMs: 0 }, /\(gone: every delay is jittered ±20%\)/],
+  ['somethingElse', { somethingElse: 1 }, /option "somethingElse" must be one of tower-sse's options, got 1/]
 ]
 
 for (const [name, input, message] of BAD) {

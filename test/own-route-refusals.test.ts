@@ -12,7 +12,7 @@ async function authenticate (request: FastifyRequest): Promise<void> {
 
 t.test('allowedHosts / allowedOrigins refuse on the app\'s own route first, before its auth hook and admission', async (t) => {
   const app = Fastify({ logger: false })
-  await app.register(towerSse, { path: false, allowedHosts: ['app.example'], allowedOrigins: ['https://app.example'] })
+  await app.register(towerSse, { path: false, guard: { allowedHosts: ['app.example'], allowedOrigins: ['https://app.example'] } })
   await app.register(async (scope) => {
     scope.get('/u/:id/events', { eventStream: true, onRequest: authenticate }, (_request, reply) => reply.eventStream.subscribe())
   }, { prefix: '/v1' })

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyRequest } from 'fastify'
 import towerSse from '../lib'
 import { connect, rawStream, waitFor } from './fixtures/sse-connection'
-import type { PerRequestStream } from '../lib/stream/per-request'
+import type { PerRequestStream } from '../lib/route/per-request'
 
 // subscribe({ stream }) sends one request's own events to its connection only, pulled under its
 // byte budget, stopped (return()) when the stream ends, closed and counted when it throws.
@@ -104,7 +104,7 @@ t.test('a throwing iterable is logged, its stream closed with a retry:, counted 
   const { app, port } = await appWith(async function * () {
     yield { data: 'first' }
     throw new Error('model went away')
-  }, { retryMs: 2000, retryJitterMs: 0 })
+  }, { retryMs: 2000 })
   t.teardown(() => app.close())
   const own = await connect(port, '/tokens')
   await own.ended

@@ -15,7 +15,7 @@ const statusLines = (text: string): number => text.match(/HTTP\/1\.1 \d{3}/g)?.l
 t.test('requests pipelined behind a stream take no slot and are no storm; the close frees the stream at once', async (t) => {
   const behind = MAX_PIPELINED_BEHIND_STREAM - 1
   // stormRefusalsPerSecond 5: counted as a storm, these refusals would make the next one be held.
-  const { app, port } = await startApp({ maxClients: 2, heartbeatMs: 60_000, stormRefusalsPerSecond: 5 })
+  const { app, port } = await startApp({ maxClients: 2, heartbeatMs: 60_000, storm: { refusalsPerSecond: 5 } })
   t.teardown(() => app.close())
   const { socket, text } = pipeline(port, streams(1 + behind))
   await waitFor('every pipelined request to be refused', () => app.sse.stats().rejected === behind)

@@ -35,7 +35,7 @@ t.test('every broadcast gets an increasing id; Last-Event-ID replays what was mi
 })
 
 t.test('too far behind, or an id from before a restart: an explicit resync, not a silent gap', async (t) => {
-  const { app, port } = await startApp({ historyMaxEvents: 10 })
+  const { app, port } = await startApp({ history: { events: 10 } })
   t.teardown(() => app.close())
   const probe = await connect(port)
   for (let i = 0; i < 30; i++) app.sse.broadcast({ n: i })
@@ -65,7 +65,7 @@ t.test('too far behind, or an id from before a restart: an explicit resync, not 
 })
 
 t.test('a replay from the ring larger than the client\'s unsent-bytes budget is one resync, not a drop and the same replay on every reconnect', async (t) => {
-  const { app, port } = await startApp({ maxBufferedBytes: 4096, historyMaxEvents: 1000 })
+  const { app, port } = await startApp({ maxBufferedBytes: 4096, history: { events: 1000 } })
   t.teardown(() => app.close())
   // About 150 bytes a frame: 10 fit in 4,096 bytes, 99 do not. No client yet: the ring keeps them.
   for (let n = 0; n < 100; n++) await app.sse.broadcast({ n, pad: 'x'.repeat(100) })
@@ -102,7 +102,7 @@ t.test('malformed or over-long Last-Event-ID is ignored: no replay, no resync', 
 })
 
 t.test('a real EventSource across max-age expiries receives 1,000 events with no gap or duplicate', async (t) => {
-  const { app, port } = await startApp({ maxAgeMs: 250, maxAgeJitterMs: 100, retryMs: 30, retryJitterMs: 10 })
+  const { app, port } = await startApp({ maxAgeMs: 250, retryMs: 30 })
   t.teardown(() => app.close())
   const received: number[] = []
   let opens = 0
@@ -174,7 +174,7 @@ t.test('topicsFromRequest decides the topics from the request', async (t) => {
 })
 
 t.test('history is bounded by bytes as well as count', async (t) => {
-  const { app } = await startApp({ historyMaxEvents: 1000, historyMaxBytes: 10_000 })
+  const { app } = await startApp({ history: { events: 1000, bytes: 10_000 } })
   t.teardown(() => app.close())
   for (let i = 0; i < 100; i++) app.sse.broadcast('z'.repeat(1000))
   const stats = app.sse.stats()

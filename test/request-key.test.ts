@@ -5,7 +5,8 @@ import fc from 'fast-check'
 import Fastify from 'fastify'
 import t from 'tap'
 import { addressKey, UNADDRESSED_KEY } from '../lib/admission/address-key'
-import { defaultKeyFn, keyByAddress, keyFromClientId, type KeyFn } from '../lib'
+import { keyByAddress, keyFromClientId, type KeyFn } from '../lib'
+import { defaultKeyFn } from '../lib/admission/request-key'
 
 /** The key `keyFn` gives a request injected from `remoteAddress` with `headers` and `url`. */
 async function keyOf (keyFn: KeyFn, request: { remoteAddress: string, headers?: Record<string, string>, url?: string }, trustProxy?: string): Promise<string> {

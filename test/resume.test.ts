@@ -2,13 +2,11 @@ import http from 'node:http'
 import t, { type Test } from 'tap'
 import { StreamStats } from '../lib/observe/stats'
 import type { Bus, BusMessage, BusRead, Deliver, Published, StartPoint } from '../lib/bus/bus'
-import { Subscriber } from '../lib/streams/subscriber'
 import { encodeRetry } from '../lib/events/encoder'
 import { formatEventId, parseEventId, type EventPosition } from '../lib/bus/event-id'
-import { SseRegistry } from '../lib/streams/registry'
-import { WriteCoalescer } from '../lib/streams/write-coalescer'
+import { streamsOn, subscriberOn } from './fixtures/streams'
+import { broadcast } from '../lib/streams/broadcast'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
-import { ALL_TOPICS } from '../lib/events/topic'
 
 /**
  * A shared bus whose history reads answer when the test says so: the one way to hold a resume's
@@ -57,23 +55,25 @@ class ControlledBus implements Bus {
   async close (): Promise<void> {}
 }
 
-async function setup (t: Test, { maxBufferedBytes = 1e6 } = {}): Promise<{ bus: ControlledBus, registry: SseRegistry, stats: StreamStats, open: (lastEventId?: string) => Promise<SseConnection> }> {
+async function setup (t: Test, { maxBufferedBytes = 1e6 } = {}): Promise<{ bus: ControlledBus, registry: { broadcast: (data: unknown) => Promise<unknown>, readonly size: number }, stats: StreamStats, open: (lastEventId?: string) => Promise<SseConnection> }> {
   const bus = new ControlledBus()
   const stats = new StreamStats()
-  const registry = new SseRegistry({ capacity: 10, historyMaxEvents: 1, historyMaxBytes: 1e6 }, stats, bus, () => 0)
-  await registry.start()
+  const { registry: streams, fanOut } = streamsOn(bus, stats, { events: 1 })
+  await fanOut.start()
+  const registry = { broadcast: async (data: unknown) => await broadcast(bus, stats, data), get size () { return streams.size } }
   let clients = 0
   const server = http.createServer((req, res) => {
-    const client = new Subscriber(`c${++clients}`, undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes, maxStalledHeartbeats: 2 }, registry.remove, new WriteCoalescer(), null)
-    client.open({}, encodeRetry(1000))
-    registry.add(client, parseEventId(req.headers['last-event-id'] as string | undefined))
+    const client = subscriberOn(res, { id: `c${++clients}`, maxBufferedBytes, finished: streams.remove })
+    client.open(200, {}, encodeRetry(1000))
+    streams.add(client)
+    fanOut.resume(client, parseEventId(req.headers['last-event-id'] as string | undefined))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const port = (server.address() as { port: number }).port
   const opened: SseConnection[] = []
   t.teardown(async () => {
     for (const c of opened) c.destroy()
-    await registry.close()
+    await fanOut.close()
     await new Promise((resolve) => server.close(resolve))
   })
   const open = async (lastEventId?: string): Promise<SseConnection> => {

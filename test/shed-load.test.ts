@@ -1,3 +1,4 @@
+import { withTestClocks } from '../lib/testing'
 import { spawn } from 'node:child_process'
 import t from 'tap'
 import { EventSource } from 'eventsource'
@@ -36,7 +37,7 @@ function clientLoops (port: number, loops: number, perLoop: number): Promise<Rec
 }
 
 t.test('the server closes first: refusals and expiries leave no client-side TIME_WAIT', async (t) => {
-  const { app, port } = await startApp({ maxClients: 20, maxAgeMs: 200, maxAgeJitterMs: 100, tarpitMs: 0 })
+  const { app, port } = await startApp({ maxClients: 20, maxAgeMs: 200, storm: { tarpitMs: 0 } })
   t.teardown(() => app.close())
   // 50 loops in another process, 12 connections each: a stream until it expires, or a refusal.
   const statuses = await clientLoops(port, 50, 12)
@@ -52,7 +53,7 @@ t.test('the server closes first: refusals and expiries leave no client-side TIME
 })
 
 t.test('rejectWith "retry": a native EventSource waits and tries again instead of dying', async (t) => {
-  const { app, port } = await startApp({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 1, maxRetryAfterSeconds: 1, tarpitMs: 0 })
+  const { app, port } = await startApp({ maxClients: 1, rejectWith: 'retry', retryAfterSeconds: 1, storm: { maxRetryAfterSeconds: 1, tarpitMs: 0 } })
   t.teardown(() => app.close())
   const holder = await connect(port)
   const refused = await connect(port)
@@ -82,11 +83,13 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
   // The storm meter reads monotonicNow: the test moves it on instead of waiting out real seconds,
   // and only the test moves it (40 refusals that take over a second here must still be one second).
   const clock = frozenClock()
-  const { app, port } = await startApp({
-    // A bound the three stormy seconds below cannot reach (w ≤ 16 or 32): at the bound every draw
-    // is the bound itself, and "different delays" could not hold.
-    maxClients: 1, retryAfterSeconds: 2, maxRetryAfterSeconds: 64, stormRefusalsPerSecond: 5, tarpitMs: 0, monotonicNow: clock.now
-  })
+  const { app, port } = await startApp(withTestClocks({
+  // A bound the three stormy seconds below cannot reach (w ≤ 16 or 32): at the bound every draw
+  // is the bound itself, and "different delays" could not hold.
+    maxClients: 1,
+    retryAfterSeconds: 2,
+    storm: { maxRetryAfterSeconds: 64, refusalsPerSecond: 5, tarpitMs: 0 }
+  }, { monotonicNow: clock.now }))
   t.teardown(() => app.close())
   const holder = await connect(port)
   const refuse = async (): Promise<number> => {
@@ -128,7 +131,8 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
 t.test('slow rejection: during a storm refusals are held, bounded in number', async (t) => {
   // Holds far longer than the test: a refusal answered before close() was answered at once.
   const { app, port } = await startApp({
-    maxClients: 1, stormRefusalsPerSecond: 5, tarpitMs: 60_000, tarpitJitterMs: 0, maxHeldRefusals: 10
+    maxClients: 1,
+    storm: { refusalsPerSecond: 5, tarpitMs: 60_000 }
   })
   t.teardown(() => app.close())
   const holder = await connect(port)
@@ -150,7 +154,8 @@ t.test('slow rejection: during a storm refusals are held, bounded in number', as
 
 t.test('a held refusal is answered when its hold is over', async (t) => {
   const { app, port } = await startApp({
-    maxClients: 1, stormRefusalsPerSecond: 0, tarpitMs: 300, tarpitJitterMs: 0, maxHeldRefusals: 10
+    maxClients: 1,
+    storm: { refusalsPerSecond: 0, tarpitMs: 300 }
   })
   t.teardown(() => app.close())
   const holder = await connect(port)
@@ -165,7 +170,7 @@ t.test('a held refusal is answered when its hold is over', async (t) => {
 })
 
 t.test('maxClientsPerKey with keyFromClientId: one runaway tool cannot take every slot (429 + Retry-After)', async (t) => {
-  const { app, port } = await startApp({ maxClients: 10, maxClientsPerKey: 2, tarpitMs: 0, keyFn: keyFromClientId })
+  const { app, port } = await startApp({ maxClients: 10, maxClientsPerKey: 2, keyFn: keyFromClientId, storm: { tarpitMs: 0 } })
   t.teardown(() => app.close())
   const tool = { 'x-client-id': 'runaway-cli' }
   const a = await connect(port, '/api/events', tool)
@@ -193,7 +198,7 @@ t.test('maxClientsPerKey with keyFromClientId: one runaway tool cannot take ever
 t.test('connect-rate guard: a mass reconnect is refused for rate beyond the burst', async (t) => {
   // The exact rate is pinned with an injected clock in token-bucket.test.ts; here, that the guard
   // is consulted and what its refusals say.
-  const { app, port } = await startApp({ maxClients: 100, maxConnectsPerSecond: 1, connectBurst: 5, tarpitMs: 0 })
+  const { app, port } = await startApp({ maxClients: 100, connectRate: { perSecond: 1, burst: 5 }, storm: { tarpitMs: 0 } })
   t.teardown(() => app.close())
   const first = await Promise.all(Array.from({ length: 20 }, () => connect(port)))
   const admitted = first.filter((c) => c.status === 200)
@@ -209,7 +214,7 @@ t.test('connect-rate guard: a mass reconnect is refused for rate beyond the burs
 })
 
 t.test('staged drain: shutdown gives each client a jittered retry: and ends streams in batches', async (t) => {
-  const { app, port } = await startApp({ maxClients: 200, drainMs: 500, retryMs: 5000, retryJitterMs: 1000 })
+  const { app, port } = await startApp({ maxClients: 200, drainMs: 500, retryMs: 5000 })
   const conns: SseConnection[] = await Promise.all(Array.from({ length: 200 }, () => connect(port)))
   await waitFor('200 streams', () => app.sse.size === 200)
   const endedAt = new Map<SseConnection, number>()

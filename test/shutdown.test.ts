@@ -43,7 +43,7 @@ function parseResponse (text: string): { status: number, headers: Record<string,
  */
 async function appHeldInClose (routes?: (app: FastifyInstance) => Promise<void>): Promise<{ app: FastifyInstance, port: number, closeStarted: Promise<void>, release: () => void }> {
   const app = Fastify({ logger: false })
-  await app.register(towerSse, { retryAfterSeconds: 5, maxRetryAfterSeconds: 60 })
+  await app.register(towerSse, { retryAfterSeconds: 5, storm: { maxRetryAfterSeconds: 60 } })
   app.get('/other', async () => 'ok')
   await routes?.(app)
   let release: () => void = () => {}
@@ -61,7 +61,9 @@ async function appHeldInClose (routes?: (app: FastifyInstance) => Promise<void>)
 t.test('held refusals are answered when close() starts, and close() does not wait for their holds', async (t) => {
   // A hold far longer than this test may take: only shutdown can end it.
   const { app, port } = await startApp({
-    maxClients: 1, stormRefusalsPerSecond: 0, tarpitMs: 60_000, tarpitJitterMs: 0, retryAfterSeconds: 5, maxRetryAfterSeconds: 60
+    maxClients: 1,
+    retryAfterSeconds: 5,
+    storm: { refusalsPerSecond: 0, tarpitMs: 60_000, maxRetryAfterSeconds: 60 }
   })
   const holder = await connect(port)
   // connect() resolves with the response, which a held refusal does not have yet.

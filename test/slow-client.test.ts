@@ -1,3 +1,5 @@
+import { MAX_STALLED_HEARTBEATS } from '../lib/streams/stream-options'
+import { subscriberOn } from './fixtures/streams'
 import http from 'node:http'
 import v8 from 'node:v8'
 import vm from 'node:vm'
@@ -6,10 +8,8 @@ import t, { type Test } from 'tap'
 import { mock } from 'node:test'
 import type { CloseReason } from '../lib/observe/vocabulary'
 import { Subscriber } from '../lib/streams/subscriber'
-import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { startApp, type TestApp } from './fixtures/app'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
-import { ALL_TOPICS } from '../lib/events/topic'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
@@ -43,7 +43,7 @@ t.test('a client that stops reading is dropped at its budget while 100 others ke
 t.test('memory stays within the byte budget plus history when a stalled client is sent 50 MB', async (t) => {
   const budget = 1024 * 1024
   const historyBytes = 1024 * 1024
-  const { app, port } = await startApp({ maxBufferedBytes: budget, historyMaxBytes: historyBytes, heartbeatMs: 60_000 })
+  const { app, port } = await startApp({ maxBufferedBytes: budget, heartbeatMs: 60_000, history: { bytes: historyBytes } })
   t.teardown(() => app.close())
   const stalled = rawStream(port)
   await waitFor('stream open', () => app.sse.size === 1 && stalled.received() > 0)
@@ -71,7 +71,7 @@ t.test('memory stays within the byte budget plus history when a stalled client i
 
 t.test('a backpressured reader that keeps taking bytes is never swept; one that takes none is', async (t) => {
   // Budget far above what is sent: only the heartbeat sweep may end a stream here.
-  const { app, port } = await startApp({ maxBufferedBytes: 64 * 1024 * 1024, heartbeatMs: 250, maxStalledHeartbeats: 3, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  const { app, port } = await startApp({ maxBufferedBytes: 64 * 1024 * 1024, heartbeatMs: 250, maxAgeMs: 0 })
   t.teardown(() => app.close())
   const slow = rawStream(port)
   const dead = rawStream(port)
@@ -109,13 +109,13 @@ t.test('a backpressured reader that keeps taking bytes is never swept; one that 
 
 /**
  * One stream of an app whose heartbeat interval runs on a mocked clock (the test beats, one
- * heartbeat at a time), with maxStalledHeartbeats `stalledBeats` and the server side of its socket.
+ * heartbeat at a time), and the server side of its socket.
  */
-async function beatenStream (t: Test, stalledBeats: number): Promise<{ app: TestApp['app'], c: SseConnection, socket: Socket, beat: () => void }> {
+async function beatenStream (t: Test): Promise<{ app: TestApp['app'], c: SseConnection, socket: Socket, beat: () => void }> {
   mock.timers.enable({ apis: ['setInterval'] })
   t.teardown(() => mock.timers.reset())
   const heartbeatMs = 60_000
-  const { app, port } = await startApp({ heartbeatMs, maxStalledHeartbeats: stalledBeats, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0, maxAgeJitterMs: 0 })
+  const { app, port } = await startApp({ heartbeatMs, maxBufferedBytes: 64 * 1024 * 1024, maxAgeMs: 0 })
   t.teardown(() => app.close())
   const sockets: Socket[] = []
   app.server.on('connection', (socket: Socket) => sockets.push(socket))
@@ -125,9 +125,9 @@ async function beatenStream (t: Test, stalledBeats: number): Promise<{ app: Test
   return { app, c, socket: sockets[0], beat: () => mock.timers.tick(heartbeatMs) }
 }
 
-t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
-  const N = 3
-  const { app, c, socket, beat } = await beatenStream(t, N)
+t.test('with MAX_STALLED_HEARTBEATS N, a stream that takes no byte is still open after N - 1 stalled beats and swept at the Nth', async (t) => {
+  const N = MAX_STALLED_HEARTBEATS
+  const { app, c, socket, beat } = await beatenStream(t)
   // A corked socket hands nothing to the kernel: no progress at all, whatever the machine's load.
   socket.cork()
   await app.sse.broadcast('x'.repeat(256 * 1024))
@@ -146,8 +146,8 @@ t.test('with maxStalledHeartbeats N, a stream that takes no byte is still open a
 })
 
 t.test('a stall that ended is forgotten: a stream stalled N - 1 beats, then drained, gets N stalled beats again before the sweep', async (t) => {
-  const N = 3
-  const { app, c, socket, beat } = await beatenStream(t, N)
+  const N = MAX_STALLED_HEARTBEATS
+  const { app, c, socket, beat } = await beatenStream(t)
   const stall = async (): Promise<void> => {
     await app.sse.broadcast('x'.repeat(256 * 1024))
     await waitFor('the stream to be backpressured', () => socket.writableNeedDrain)
@@ -181,8 +181,8 @@ t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is q
   t.teardown(() => server.close())
   const ended: CloseReason[] = []
   const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-    const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: budget, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
-    stream.open({}, Buffer.from('retry: 1000\n\n'))
+    const stream = subscriberOn(res, { maxBufferedBytes: budget, finished: (_s, why) => ended.push(why) })
+    stream.open(200, {}, Buffer.from('retry: 1000\n\n'))
     resolve(stream)
   }))
   const c = await connect((server.address() as { port: number }).port, '/')
@@ -202,8 +202,8 @@ t.test('a writer that waits for room again and again adds one listener for the s
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => server.close())
   const opened = new Promise<{ stream: Subscriber, socket: Socket }>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-    const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: 2 * frame.length, maxStalledHeartbeats: 2 }, () => {}, new WriteCoalescer(), null)
-    stream.open({}, Buffer.from('retry: 1000\n\n'))
+    const stream = subscriberOn(res, { maxBufferedBytes: 2 * frame.length })
+    stream.open(200, {}, Buffer.from('retry: 1000\n\n'))
     resolve({ stream, socket: res.socket as Socket })
   }))
   const reader = net.connect((server.address() as { port: number }).port, '127.0.0.1')

@@ -6,7 +6,7 @@ import { waitFor } from './fixtures/sse-connection'
 t.test('events counts what was fanned out here (any instance\'s broadcasts); broadcasts counts this instance\'s published calls', async (t) => {
   const redis = await startRedis()
   t.teardown(() => redis.stop())
-  const options = { redis: redis.url, redisKey: 'stats', heartbeatMs: 60_000 }
+  const options = { heartbeatMs: 60_000, redis: { url: redis.url, key: 'stats' } }
   const a = await startApp(options)
   t.teardown(() => a.app.close())
   const b = await startApp(options)

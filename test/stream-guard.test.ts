@@ -1,14 +1,14 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import towerSse, { streamGuard } from '../lib'
-import { normalizeOptions } from '../lib/internal'
+import { normalizeOptions } from '../lib/options'
 import { injectStream } from '../lib/testing'
 
 const guarded = { allowedHosts: ['app.example', '*.corp.test'], allowedOrigins: ['https://app.example', 'http://localhost:5173'] }
 
 t.test('allowedHosts / allowedOrigins: the stream route refuses first, before admission counts anything', async (t) => {
   const app = Fastify()
-  await app.register(towerSse, { maxClients: 1, ...guarded })
+  await app.register(towerSse, { maxClients: 1, guard: guarded })
   t.teardown(() => app.close())
   const held = await injectStream(app, { url: '/api/events', headers: { host: 'app.example' } })
   t.equal(held.statusCode, 200, 'an allowed Host, no Origin')
@@ -45,10 +45,12 @@ t.test('streamGuard(): the same check on the app\'s own routes', async (t) => {
 })
 
 t.test('bad allowedHosts / allowedOrigins are refused at register time, naming the entry', async (t) => {
-  t.throws(() => normalizeOptions({ allowedHosts: ['app.example', 'evil com'] }), { option: 'allowedHosts', message: /got "evil com"/ })
-  t.throws(() => normalizeOptions({ allowedHosts: ['app.example:443'] }), { option: 'allowedHosts', message: /got "app.example:443"/ })
-  t.throws(() => normalizeOptions({ allowedHosts: [] }), { option: 'allowedHosts', message: /non-empty array/ })
-  t.throws(() => normalizeOptions({ allowedOrigins: ['https://app.example/'] }), { option: 'allowedOrigins', message: /exact origins/ })
-  t.throws(() => normalizeOptions({ allowedOrigins: ['https://APP.example'] }), { option: 'allowedOrigins', message: /got "https:\/\/APP.example"/ })
-  t.throws(() => normalizeOptions({ allowedOrigins: 'https://app.example' as never }), { option: 'allowedOrigins', message: /non-empty array/ })
+  t.throws(() => normalizeOptions({ guard: { allowedHosts: ['app.example', 'evil com'] } }), { option: 'guard.allowedHosts', message: /got "evil com"/ })
+  t.throws(() => normalizeOptions({ guard: { allowedHosts: ['app.example:443'] } }), { option: 'guard.allowedHosts', message: /got "app.example:443"/ })
+  t.throws(() => normalizeOptions({ guard: { allowedHosts: [] } }), { option: 'guard.allowedHosts', message: /non-empty array/ })
+  t.throws(() => normalizeOptions({ guard: { allowedOrigins: ['https://app.example/'] } }), { option: 'guard.allowedOrigins', message: /exact origins/ })
+  t.throws(() => normalizeOptions({ guard: { allowedOrigins: ['https://APP.example'] } }), { option: 'guard.allowedOrigins', message: /got "https:\/\/APP.example"/ })
+  t.throws(() => normalizeOptions({ guard: { allowedOrigins: 'https://app.example' as never } }), { option: 'guard.allowedOrigins', message: /non-empty array/ })
+  t.throws(() => normalizeOptions({ guard: { allowedHost: ['app.example'] } as never }), { option: 'guard.allowedHost', message: /did you mean "allowedHosts"/ })
+  t.throws(() => streamGuard({ allowedOrigins: ['https://app.example/'] }), { option: 'streamGuard.allowedOrigins', message: /exact origins/ }, 'streamGuard() checks its lists the same way')
 })

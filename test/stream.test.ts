@@ -1,3 +1,4 @@
+import { withTestClocks } from '../lib/testing'
 import t from 'tap'
 import { startApp } from './fixtures/app'
 import { connect, rawStream, waitFor } from './fixtures/sse-connection'
@@ -23,7 +24,7 @@ t.test('stream headers, retry: first, then the initial event', async (t) => {
 })
 
 t.test('retry: is drawn per client within retryMs ± retryJitterMs', async (t) => {
-  const { app, port } = await startApp({ retryMs: 5000, retryJitterMs: 1000 })
+  const { app, port } = await startApp({ retryMs: 5000 })
   t.teardown(() => app.close())
   const conns = await Promise.all(Array.from({ length: 40 }, () => connect(port)))
   await waitFor('every retry: frame', () => conns.every((c) => c.retries.length === 1))
@@ -35,7 +36,7 @@ t.test('retry: is drawn per client within retryMs ± retryJitterMs', async (t) =
 
 t.test('retry: bounds are reached exactly with an extreme random source', async (t) => {
   for (const [draw, expected] of [[0, 4000], [0.9999999, 6000]] as const) {
-    const { app, port } = await startApp({ retryMs: 5000, retryJitterMs: 1000, random: () => draw })
+    const { app, port } = await startApp(withTestClocks({ retryMs: 5000 }, { random: () => draw }))
     const c = await connect(port)
     await waitFor('retry frame', () => c.retries.length === 1)
     t.equal(c.retries[0], expected)
@@ -55,7 +56,7 @@ t.test('the shared heartbeat reaches every client as a comment', async (t) => {
 })
 
 t.test('a client that stops reading is swept as dead after missed heartbeats', async (t) => {
-  const { app, port } = await startApp({ heartbeatMs: 200, maxStalledHeartbeats: 2, maxBufferedBytes: 256 * 1024 * 1024 })
+  const { app, port } = await startApp({ heartbeatMs: 200, maxBufferedBytes: 256 * 1024 * 1024 })
   t.teardown(() => app.close())
   const healthy = rawStream(port)
   const stalled = rawStream(port)
@@ -74,7 +75,7 @@ t.test('a client that stops reading is swept as dead after missed heartbeats', a
 })
 
 t.test('max age: the server ends the stream at its drawn lifetime within maxAgeMs ± maxAgeJitterMs', async (t) => {
-  const { app, port } = await startApp({ maxAgeMs: 400, maxAgeJitterMs: 150 })
+  const { app, port } = await startApp({ maxAgeMs: 400 })
   t.teardown(() => app.close())
   const c = await connect(port)
   await waitFor('stream open', () => app.sse.size === 1)
@@ -89,7 +90,7 @@ t.test('max age: the server ends the stream at its drawn lifetime within maxAgeM
 })
 
 t.test('100 clients that connect together expire spread across the jitter window', async (t) => {
-  const { app, port } = await startApp({ maxClients: 100, maxAgeMs: 1000, maxAgeJitterMs: 500 })
+  const { app, port } = await startApp({ maxClients: 100, maxAgeMs: 1000 })
   t.teardown(() => app.close())
   const conns = await Promise.all(Array.from({ length: 100 }, () => connect(port)))
   const planned = [...app.sse].map((c) => (c.expiresAt as number) - c.connectedAt)
@@ -106,7 +107,7 @@ t.test('100 clients that connect together expire spread across the jitter window
 })
 
 t.test('maxAgeMs 0 disables expiry', async (t) => {
-  const { app, port } = await startApp({ maxAgeMs: 0, maxAgeJitterMs: 0 })
+  const { app, port } = await startApp({ maxAgeMs: 0 })
   t.teardown(() => app.close())
   const c = await connect(port)
   await waitFor('stream open', () => app.sse.size === 1)

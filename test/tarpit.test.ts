@@ -56,7 +56,8 @@ t.test('releaseAll answers every held refusal now, and a hold whose client left 
 t.test('a client that hangs up while held frees its place in the tarpit (real sockets)', async (t) => {
   // A storm from the first refusal, and holds far longer than the test: only a hang-up frees a place.
   const { app, port } = await startApp({
-    maxClients: 1, stormRefusalsPerSecond: 0, tarpitMs: 60_000, tarpitJitterMs: 0, maxHeldRefusals: 2
+    maxClients: 1,
+    storm: { refusalsPerSecond: 0, tarpitMs: 60_000 }
   })
   t.teardown(() => app.close())
   const holder = await connect(port)

@@ -94,7 +94,7 @@ async function grantedReplays (t: Test, port: number, ids: string[]): Promise<vo
 t.test('on the Redis bus: a replay read from Redis and a resync hold to the grants', async (t) => {
   const redis: RedisServer = await startRedis()
   t.teardown(() => redis.stop())
-  const options: TowerSseOptions = { redis: redis.url, redisKey: 'grants', heartbeatMs: 60_000, topicsFromRequest: grantUser }
+  const options: TowerSseOptions = { heartbeatMs: 60_000, topicsFromRequest: grantUser, redis: { url: redis.url, key: 'grants' } }
   const a = await startApp(options)
   t.teardown(() => a.app.close())
   const ids = await publishMixed(a.app)

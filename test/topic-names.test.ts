@@ -1,8 +1,9 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { MAX_TOPIC_LENGTH, MAX_TOPICS, topicsFromQuery } from '../lib'
+import { topicsFromQuery } from '../lib'
+import { MAX_TOPIC_LENGTH, MAX_TOPICS } from '../lib/events/topic'
 import { checkTopic } from '../lib/events/topic'
-import { topicSet } from '../lib/stream/stream-request'
+import { topicSet } from '../lib/route/stream-request'
 import { startApp } from './fixtures/app'
 import { connect, waitFor } from './fixtures/sse-connection'
 

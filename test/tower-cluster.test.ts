@@ -71,7 +71,7 @@ t.test('two workers on one port and one Redis: a notification reaches every stre
 })
 
 t.test('notify answers 503 + Retry-After while Redis is down, and accepts again when it is back', async (t) => {
-  const { app, port } = await startTower({ redis: redis.url, redisKey: 'notify503' })
+  const { app, port } = await startTower({ redis: { url: redis.url, key: 'notify503' } })
   t.teardown(() => app.close())
   t.equal((await notify(port, { type: 'ci', title: 'before', body: '' })).status, 200)
   await redis.kill()

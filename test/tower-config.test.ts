@@ -5,13 +5,21 @@ import fc from 'fast-check'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import { DEFAULTS } from '../lib'
-import { normalizeOptions } from '../lib/internal'
+import { normalizeOptions } from '../lib/options'
 import { DEFAULT_HOST, DEFAULT_PORT, describeLimits, describeTrustProxy, parseConfig, TowerConfigError, usage } from '../lib/tower/config'
 import { chooseLogFormat } from '../lib/tower/logging'
 
-const kebab = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
-const envName = (key: string): string => `TOWER_SSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`
-const OPTION_KEYS = Object.keys(DEFAULTS) as Array<keyof typeof DEFAULTS>
+const kebab = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).replace('.', '-')}`
+const envName = (key: string): string => `TOWER_SSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).replace('.', '_').toUpperCase()}`
+
+/** Every plugin option Tower sets one value at a time, a group's keys as `group.key`, with its default (redis's need --redis). */
+const OPTIONS: Array<{ name: string, value: unknown, group?: string, key: string }> = Object.entries(DEFAULTS).flatMap(([name, value]) =>
+  typeof value === 'object' && value !== null
+    ? Object.entries(value).map(([key, sub]) => ({ name: `${name}.${key}`, value: sub as unknown, group: name, key }))
+    : [{ name, value: value as unknown, key: name }])
+/** What the option reads in the options Tower hands the plugin. */
+const given = (sse: Record<string, unknown>, option: typeof OPTIONS[number]): unknown =>
+  option.group === undefined ? sse[option.key] : (sse[option.group] as Record<string, unknown> | undefined)?.[option.key]
 
 t.test('with nothing given: 127.0.0.1:4100 and exactly the plugin DEFAULTS', async (t) => {
   const config = parseConfig([], {})
@@ -26,14 +34,26 @@ t.test('with nothing given: 127.0.0.1:4100 and exactly the plugin DEFAULTS', asy
   t.equal(config.help, false)
 })
 
-t.test('every option in DEFAULTS is settable by flag and by environment, typed like its default', async (t) => {
-  for (const key of OPTION_KEYS) {
-    const text = String(DEFAULTS[key])
-    const fromFlag = parseConfig([kebab(key), text], {})
-    const fromEnv = parseConfig([], { [envName(key)]: text })
-    t.equal(fromFlag.sse[key], DEFAULTS[key], `${kebab(key)} ${text}`)
-    t.equal(fromEnv.sse[key], DEFAULTS[key], `${envName(key)}=${text}`)
+t.test('every option in DEFAULTS is settable by flag and by environment, a group\'s as --group-key, typed like its default', async (t) => {
+  t.ok(OPTIONS.length > 20, `${OPTIONS.length} options`)
+  for (const option of OPTIONS) {
+    const text = String(option.value)
+    const redis = option.group === 'redis' ? ['--redis', 'redis://127.0.0.1:6379'] : []
+    const fromFlag = parseConfig([...redis, kebab(option.name), text], {})
+    const fromEnv = parseConfig(redis, { [envName(option.name)]: text })
+    t.equal(given(fromFlag.sse as Record<string, unknown>, option), option.value, `${kebab(option.name)} ${text}`)
+    t.equal(given(fromEnv.sse as Record<string, unknown>, option), option.value, `${envName(option.name)}=${text}`)
   }
+})
+
+t.test('grouped flags build the plugin\'s groups; a redis setting needs --redis', async (t) => {
+  const config = parseConfig(['--storm-tarpit-ms', '0', '--connect-rate-per-second', '20', '--history-events', '50', '--redis', 'redis://127.0.0.1:6379', '--redis-key', 'tw'], {})
+  t.same(config.sse, { storm: { tarpitMs: 0 }, connectRate: { perSecond: 20 }, history: { events: 50 }, redis: { url: 'redis://127.0.0.1:6379', key: 'tw' } })
+  t.same([config.limits.storm, config.limits.connectRate, config.limits.history.events, config.limits.redis?.key],
+    [{ ...DEFAULTS.storm, tarpitMs: 0 }, { perSecond: 20, burst: 20 }, 50, 'tw'])
+  t.throws(() => parseConfig(['--redis-key', 'tw'], {}), { message: '--redis-key needs --redis (or TOWER_REDIS_URL)' })
+  t.throws(() => parseConfig(['--storm-tarpit-ms', '70000'], {}), { message: '--storm-tarpit-ms: option "storm.tarpitMs" must be an integer between 0 and 60000, got 70000' })
+  t.throws(() => parseConfig(['--tarpit-ms', '0'], {}), { message: 'unknown flag --tarpit-ms (see --help)' })
 })
 
 t.test('values from flags, --flag=value and environment reach the plugin options', async (t) => {
@@ -45,7 +65,7 @@ t.test('values from flags, --flag=value and environment reach the plugin options
   t.equal(config.host, '::1')
   t.equal(config.port, 0)
   t.equal(config.limits.maxClients, 50)
-  t.equal(config.limits.maxAgeJitterMs, DEFAULTS.maxAgeJitterMs, 'what is not given keeps its default')
+  t.equal(config.limits.heartbeatMs, DEFAULTS.heartbeatMs, 'what is not given keeps its default')
 })
 
 t.test('precedence: flags over environment over defaults', async (t) => {
@@ -303,12 +323,14 @@ t.test('--help wins over everything else and lists every option with its variabl
   t.equal(parseConfig(['--max-clients', '5', '--help', '--bogus'], {}).help, true)
   t.equal(parseConfig(['-h'], {}).help, true)
   const text = usage()
-  for (const key of OPTION_KEYS) {
-    const row = text.split('\n').find((line) => line.trimStart().startsWith(`${kebab(key)} `))
-    t.ok(row, `a row for ${kebab(key)}`)
-    t.match(row, envName(key))
-    t.ok(row?.trimEnd().endsWith(` ${String(DEFAULTS[key])}`), `${kebab(key)} shows its default ${String(DEFAULTS[key])}`)
+  for (const option of OPTIONS) {
+    const row = text.split('\n').find((line) => line.trimStart().startsWith(`${kebab(option.name)} `))
+    t.ok(row, `a row for ${kebab(option.name)}`)
+    t.match(row, envName(option.name))
+    t.ok(row?.trimEnd().endsWith(` ${String(option.value)}`), `${kebab(option.name)} shows its default ${String(option.value)}`)
   }
+  t.match(text, /--connect-rate-per-second <integer>\s+TOWER_SSE_CONNECT_RATE_PER_SECOND\s+off/)
+  t.match(text, /^Usage: tower \[options\]/, 'named as the bin a user runs (npx tower)')
   t.match(text, /--host <host>\s+HOST\s+127\.0\.0\.1/)
   t.match(text, /--port <integer>\s+PORT\s+4100/)
 })
@@ -316,7 +338,11 @@ t.test('--help wins over everything else and lists every option with its variabl
 t.test('the start-up description names every limit in force but the path', async (t) => {
   const limits = parseConfig(['--max-clients', '50'], {}).limits
   const text = describeLimits(limits)
-  t.match(text, /^maxClients 50, retryMs 5000, /)
-  for (const key of OPTION_KEYS.filter((k) => k !== 'path')) t.match(text, `${key} ${String(limits[key])}`)
+  t.match(text, /^maxClients 50, maxClientsPerKey 0, retryMs 5000, /)
+  for (const option of OPTIONS.filter((o) => o.name !== 'path' && o.group !== 'redis')) {
+    t.match(text, `${option.name} ${String(given(limits as unknown as Record<string, unknown>, option))}`)
+  }
+  t.match(text, 'connectRate.perSecond off, connectRate.burst off')
+  t.match(text, 'redis.key off', 'no Redis: its settings are off')
   t.notMatch(text, /path/)
 })

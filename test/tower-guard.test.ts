@@ -1,6 +1,6 @@
 import http from 'node:http'
 import t from 'tap'
-import { isAllowedHost, parseAllowedHost, parseHost } from '../lib/internal'
+import { isAllowedHost, parseAllowedHost, parseHost } from '../lib/admission/request-guard'
 import { rawExchange } from './fixtures/raw-http'
 import { startTower, type RawResponse } from './fixtures/tower'
 import { waitFor } from './fixtures/sse-connection'

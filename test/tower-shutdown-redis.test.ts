@@ -37,9 +37,10 @@ for (const fault of ['killed', 'stopped (SIGSTOP)'] as const) {
 t.test('the bus closes while its reader waits between reconnects (ioredis emits no end for a cancelled reconnect)', async (t) => {
   const redis = await startRedis()
   t.teardown(() => redis.stop())
-  const { publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs } = DEFAULTS
+  const { publishTimeoutMs, maxPendingPublishes } = DEFAULTS.redis
+  const { idempotencyWindowMs } = DEFAULTS.history
   // The backoff's random at its top: every reconnect waits the whole window.
-  const bus = new RedisBus({ redis: redis.url, key: 'shut', historyMaxEvents: 10, publishTimeoutMs, maxPendingPublishes, maxPublishBatch, idempotencyWindowMs, random: () => 0.999, log: { warn: () => {}, info: () => {} } })
+  const bus = new RedisBus({ connection: redis.url, key: 'shut', historyEvents: 10, publishTimeoutMs, maxPendingPublishes, idempotencyWindowMs, random: () => 0.999, log: { warn: () => {}, info: () => {} } })
   await bus.subscribe(() => 0, () => {})
   const reader = (bus as unknown as { reader: Redis }).reader
   await redis.kill()

@@ -1,13 +1,12 @@
+import { subscriberOn } from './fixtures/streams'
 import http from 'node:http'
 import type net from 'node:net'
 import t from 'tap'
 import { Subscriber } from '../lib/streams/subscriber'
 import type { CloseReason } from '../lib/observe/vocabulary'
 import { encodeEvent } from '../lib/events/encoder'
-import { WriteCoalescer } from '../lib/streams/write-coalescer'
 import { queryTopicsOrAll, startApp } from './fixtures/app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
-import { ALL_TOPICS } from '../lib/events/topic'
 
 // Writes to one stream within one turn of the event loop go to its socket as one write. These
 // tests count the calls Node's net.Socket makes to its own _write/_writev (each is one write to
@@ -131,7 +130,7 @@ t.test('the byte budget counts what the turn queued: a burst past it drops the s
 })
 
 t.test('bursts arrive once and in order across expiries and Last-Event-ID replays', async (t) => {
-  const { app, port } = await startApp({ maxAgeMs: 120, maxAgeJitterMs: 60, heartbeatMs: 60_000 })
+  const { app, port } = await startApp({ maxAgeMs: 120, heartbeatMs: 60_000 })
   t.teardown(() => app.close())
   const received: number[] = []
   let stop = false
@@ -184,8 +183,8 @@ t.test('ending a stream sends what its turn queued before the end (expiry, shutd
     t.teardown(() => server.close())
     const ended: CloseReason[] = []
     const opened = new Promise<Subscriber>((resolve) => server.once('request', (_req, res: http.ServerResponse) => {
-      const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, (_c, why) => ended.push(why), new WriteCoalescer(), null)
-      stream.open({}, Buffer.from('retry: 1000\n\n'))
+      const stream = subscriberOn(res, { maxBufferedBytes: 1 << 20, finished: (_s, why) => ended.push(why) })
+      stream.open(200, {}, Buffer.from('retry: 1000\n\n'))
       resolve(stream)
     }))
     const conn = await connect((server.address() as { port: number }).port, '/')
@@ -213,8 +212,8 @@ t.test('once its head is out, an HTTP/1 stream\'s frames go to its socket withou
       responseWrites++
       return write(...args)
     }) as typeof res.write
-    const stream = new Subscriber('c', undefined, 'k', ALL_TOPICS, res, { maxBufferedBytes: 1 << 20, maxStalledHeartbeats: 2 }, () => {}, new WriteCoalescer(), null)
-    stream.open({}, Buffer.from('retry: 1000\n\n'))
+    const stream = subscriberOn(res, { maxBufferedBytes: 1 << 20 })
+    stream.open(200, {}, Buffer.from('retry: 1000\n\n'))
     resolve(stream)
   }))
   const conn = await connect((server.address() as { port: number }).port, '/')

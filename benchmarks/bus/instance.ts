@@ -75,15 +75,13 @@ serveIpc('bus instance', {
     app = Fastify({ logger: false, forceCloseConnections: true })
     await app.register(towerSse, {
       path: STREAM_PATH,
-      redis,
-      redisKey: String(request.key),
       maxClients: integer(request, 'maxClients'),
-      maxPublishBatch: integer(request, 'maxPublishBatch'),
       // The loop keeps inFlight publishes per instance; the runner's streams read everything.
       maxBufferedBytes: 64 * 1024 * 1024,
       heartbeatMs: 60_000,
       maxAgeMs: 0,
-      logIntervalMs: 2 ** 31 - 1
+      logIntervalMs: 2 ** 31 - 1,
+      redis: { url: redis, key: String(request.key) }
     })
     await app.listen({ host: '127.0.0.1', port: 0 })
     const address = app.server.address()

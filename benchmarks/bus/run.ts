@@ -16,7 +16,7 @@ import { repoRoot } from '../lib/repo-root'
 import { resultsDir } from '../lib/results-files'
 import { spawnSibling } from '../lib/spawn-sibling'
 import type { PublishReply, StartReply } from './instance'
-import { MAX_PUBLISH_BATCH, parseArgs, STREAM_PATH, USAGE, type BusPlan, type PublishMode } from './plan'
+import { parseArgs, STREAM_PATH, USAGE, type BusPlan, type PublishMode } from './plan'
 import { busTargets, writeBusReport, type BusResults, type BusRow } from './report'
 
 export type Log = (line: string) => void
@@ -58,7 +58,7 @@ export async function measureCell (redisUrl: string, plan: BusPlan, instances: n
   const opened: Array<ReturnType<typeof openStreams>> = []
   try {
     const ports = await Promise.all(clients.map(async (client) =>
-      (await client.request<StartReply>({ type: 'start', redis: redisUrl, key, maxClients: streams, maxPublishBatch: MAX_PUBLISH_BATCH[mode] }, REQUEST_MS)).port))
+      (await client.request<StartReply>({ type: 'start', key, maxClients: streams, redis: redisUrl }, REQUEST_MS)).port))
     for (const port of ports) opened.push(openStreams(port, streams))
     await waitForStreams(clients, streams)
     const rows: BusRow[] = []

@@ -44,7 +44,7 @@ async function main (): Promise<void> {
     if (request.url === '/api/events') writers.push(reply.raw)
     done()
   })
-  await app.register(towerSse, { maxClients: clients, heartbeatMs: 3_600_000, maxAgeMs: 0, maxAgeJitterMs: 0, historyMaxEvents: 100 })
+  await app.register(towerSse, { maxClients: clients, heartbeatMs: 3_600_000, maxAgeMs: 0, history: { events: 100 } })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const port = (app.server.address() as net.AddressInfo).port
   const sockets: net.Socket[] = []

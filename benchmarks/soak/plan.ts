@@ -22,7 +22,7 @@ export interface SoakPlan {
   /**
    * Storm waves: a population that ignores Retry-After (autocannon, a new TCP connection per request),
    * capped by its own key at `slots` streams. autocannon keeps no more connections than its rate
-   * (1 request/s each), and Tower's tarpit holds up to maxHeldRefusals (1,000) refusals about 5 s
+   * (1 request/s each), and Tower's tarpit holds up to 1,000 refusals (MAX_HELD_REFUSALS) about 5 s
    * each, so of 1,650/s offered about 200/s + 650/s arrive: the seed's 49.5K/min.
    */
   storm: { firstAtMs: number, everyMs: number, durationMs: number, perSec: number, connections: number, slots: number }
@@ -33,13 +33,11 @@ export interface SoakPlan {
   /** Tower's flags: short max age so every stream churns, history long enough to replay a reconnect's gap. */
   tower: {
     maxAgeMs: number
-    maxAgeJitterMs: number
     retryMs: number
-    retryJitterMs: number
     heartbeatMs: number
     logIntervalMs: number
-    historyMaxEvents: number
-    historyMaxBytes: number
+    historyEvents: number
+    historyBytes: number
     /** A client's unsent-bytes budget: as large as the history, so any replay it holds can be written. */
     maxBufferedBytes: number
   }
@@ -69,13 +67,11 @@ export const FULL_PLAN: Readonly<SoakPlan> = Object.freeze({
   incidents: { restartRedisAt: 0.4, outageMs: 5000, killWorkerAt: 0.7 },
   tower: {
     maxAgeMs: 60_000,
-    maxAgeJitterMs: 20_000,
     retryMs: 1000,
-    retryJitterMs: 500,
     heartbeatMs: 15_000,
     logIntervalMs: 30_000,
-    historyMaxEvents: 20_000,
-    historyMaxBytes: 8 * 1024 * 1024,
+    historyEvents: 20_000,
+    historyBytes: 8 * 1024 * 1024,
     maxBufferedBytes: 8 * 1024 * 1024
   },
   drainMs: 120_000,
@@ -163,13 +159,11 @@ export function towerFlags (plan: SoakPlan): string[] {
     // The storm says it comes from STORM_ADDRESS through a proxy on loopback: a key of its own.
     '--trust-proxy', '127.0.0.1',
     '--max-age-ms', String(tower.maxAgeMs),
-    '--max-age-jitter-ms', String(tower.maxAgeJitterMs),
     '--retry-ms', String(tower.retryMs),
-    '--retry-jitter-ms', String(tower.retryJitterMs),
     '--heartbeat-ms', String(tower.heartbeatMs),
     '--log-interval-ms', String(tower.logIntervalMs),
-    '--history-max-events', String(tower.historyMaxEvents),
-    '--history-max-bytes', String(tower.historyMaxBytes),
+    '--history-events', String(tower.historyEvents),
+    '--history-bytes', String(tower.historyBytes),
     '--max-buffered-bytes', String(tower.maxBufferedBytes)
   ]
 }

@@ -1,4 +1,4 @@
-import { normalizeOptions } from '../../lib/internal'
+import { normalizeOptions } from '../../lib/options'
 import { LEGACY_MAX_CLIENTS } from './servers/legacy'
 import { UPSTREAM_MAX_CLIENTS } from './servers/upstream-fix'
 
@@ -27,7 +27,7 @@ export const SERVER_VARIANTS: readonly ServerVariant[] = [
   { name: 'tower-sse-retry', setup: 'tower-sse', options: { rejectWith: 'retry' }, summary: 'the plugin refusing with a 200 stream that carries a long retry:' },
   // During a storm tower-sse holds refusals (the tarpit), which caps a flood's rate by design;
   // without it the refusal path shows what a refusal itself costs.
-  { name: 'tower-sse-no-tarpit', setup: 'tower-sse', options: { tarpitMs: 0 }, summary: 'the plugin answering every refusal at once (tarpit off)', rejectionOnly: true }
+  { name: 'tower-sse-no-tarpit', setup: 'tower-sse', options: { storm: { tarpitMs: 0 } }, summary: 'the plugin answering every refusal at once (tarpit off)', rejectionOnly: true }
 ]
 
 /** The rejection path's yardstick, not a server under test. */

@@ -73,7 +73,7 @@ export class ServerFactsReader {
     if (maxmemory > 0 && streamBytes > maxmemory / 2) {
       this.log.warn(`tower-sse: Redis maxmemory is ${maxmemory} bytes, and the bus's stream keeps up to ${streamEntries} entries: ` +
         `about ${streamBytes} bytes at ${ASSUMED_ENTRY_BYTES} bytes an entry, over half of it; ` +
-        'give Redis more memory or keep fewer events (historyMaxEvents; docs/bus-operations.md)')
+        'give Redis more memory or keep fewer events (history.events; docs/bus-operations.md)')
     }
   }
 
