@@ -19,6 +19,8 @@ const compile = (project, outDir) =>
   execFileSync(process.execPath, [tsc, '-p', path.join(root, project), '--outDir', outDir], { cwd: root, stdio: 'inherit' })
 compile('tsconfig.build.json', out)
 compile('tsconfig.client-esm.json', path.join(out, 'client-esm'))
+// Node reads the browser build as ES modules too: `import` of tower-sse/client resolves there.
+writeFileSync(path.join(out, 'client-esm', 'package.json'), '{ "type": "module" }\n')
 exportEquals(out)
 
 cpSync(path.join(root, 'lib', 'tower', 'public'), path.join(out, 'tower', 'public'), { recursive: true })

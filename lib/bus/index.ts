@@ -4,11 +4,10 @@ import type { Bus } from './bus'
 import { MemoryBus } from './memory'
 import { RedisBus } from './redis/redis-bus'
 import type { RedisSettings } from './redis/redis-options'
-import type { HistorySettings } from '../events/history-options'
 import type { Clocks } from '../shared/clocks'
 
 /** The one place that picks the bus: Redis when the `redis` option is set, else memory. */
-export function createBus (redis: RedisSettings | undefined, history: HistorySettings, clocks: Clocks, log: FastifyBaseLogger): Bus {
+export function createBus (redis: RedisSettings | undefined, history: { events: number, idempotencyWindowMs: number }, clocks: Clocks, log: FastifyBaseLogger): Bus {
   if (redis === undefined) return new MemoryBus(history.idempotencyWindowMs, clocks.monotonicNow)
   return new RedisBus({
     ...redis,

@@ -38,7 +38,7 @@ export const CLOSE_CAUSES = {
   shutdown: 'shutdown',
   /** Told and closed while the bus could not prove this instance receives (see bus-guarantees.md). */
   busDeaf: 'bus-deaf',
-  /** Closed by the app (`fastify.sse.close` / `closeKey`): a revoked grant or token, a logout. */
+  /** Closed by the app (`fastify.sse.close({ id } | { key }, reason)`): a revoked grant or token, a logout. */
   revoked: 'revoked',
   logout: 'logout',
   /** Past the `expiresAt` its subscribe() was given (a token's `exp`). */
@@ -48,7 +48,7 @@ export const CLOSE_CAUSES = {
 } as const
 export type CloseReason = keyof typeof CLOSE_CAUSES
 export const CLOSE_REASONS = Object.keys(CLOSE_CAUSES) as CloseReason[]
-/** Why the app may close streams itself (`fastify.sse.close(id, reason)`, `closeKey(key, reason)`). */
+/** Why the app may close streams itself (`fastify.sse.close({ id } | { key }, reason)`). */
 export const APP_CLOSE_REASONS = ['revoked', 'logout'] as const
 export type AppCloseReason = typeof APP_CLOSE_REASONS[number]
 
