@@ -35,6 +35,10 @@ export const StreamAddressError = createError<[string]>('TOWER_SSE_BAD_ADDRESS',
 /** `fastify.sse.close` with a reason it does not count. */
 export const AppCloseReasonError = createError<[string, string]>('TOWER_SSE_BAD_CLOSE_REASON', 'tower-sse: a stream is closed as %s, got %s', 500, TypeError)
 
+/** subscribe()'s `stream` is neither an async iterable nor a function that returns one. */
+export const StreamSourceError = createError<[string]>('TOWER_SSE_BAD_STREAM',
+  'tower-sse: subscribe()\'s stream must be an async iterable (an async generator, a Readable) or a function ({ id, signal }) => one, got %s', 500, TypeError)
+
 /** A `retry:` value that is not a non-negative integer of ms. */
 export const RetryValueError = createError('TOWER_SSE_BAD_RETRY', 'tower-sse: retry must be a non-negative integer of ms, got %s', 500, TypeError)
 
@@ -120,6 +124,7 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_BAD_FIELD: EventFieldError,
   TOWER_SSE_UNENCODABLE_DATA: UnencodableDataError,
   TOWER_SSE_BAD_RETRY: RetryValueError,
+  TOWER_SSE_BAD_STREAM: StreamSourceError,
   TOWER_SSE_BAD_ADDRESS: StreamAddressError,
   TOWER_SSE_BAD_CLOSE_REASON: AppCloseReasonError,
   TOWER_SSE_REGISTRY_FULL: RegistryFullError,

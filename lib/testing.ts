@@ -22,7 +22,7 @@ export interface InjectedStream {
   readonly headers: Record<string, string | string[] | number | undefined>
   /** The next `count` events (parsed with eventsource-parser; `retry:` and comments are not events). Rejects if the stream ends first. */
   events: (count: number) => Promise<EventSourceMessage[]>
-  /** Leaves like a client: aborts the request; resolves once the server side has closed, so the slot is free. */
+  /** Leaves like a client: the connection goes; resolves once the server side has closed, so the slot is free. */
   close: () => Promise<void>
 }
 
@@ -30,12 +30,11 @@ export interface InjectedStream {
  * `tower-sse/testing`: opens a stream with `app.inject` — no port. A plain inject() never resolves
  * (a stream does not end), so the response is read as it comes (payloadAsStream); and destroying
  * that payload stream never reaches the server (light-my-request's response is a copy), so close()
- * aborts the request instead, which closes the server's response and frees the slot.
+ * destroys the server's response, as a client's leaving does, which frees the slot.
  */
 export async function injectStream (app: FastifyInstance, request: string | InjectOptions): Promise<InjectedStream> {
-  const controller = new AbortController()
   const options: InjectOptions = typeof request === 'string' ? { url: request } : request
-  const response = await app.inject({ method: 'GET', ...options, payloadAsStream: true, signal: controller.signal })
+  const response = await app.inject({ method: 'GET', ...options, payloadAsStream: true })
   const serverSide = response.raw.res
   const closed = new Promise<void>((resolve) => {
     if (serverSide.closed) resolve()
@@ -60,7 +59,9 @@ export async function injectStream (app: FastifyInstance, request: string | Inje
       return queue.splice(0, count)
     },
     async close () {
-      controller.abort()
+      // As a client leaving does: the connection goes, the response with it, and nothing errs
+      // (aborting the inject instead would end the response with an AbortError Fastify logs).
+      serverSide.destroy()
       await closed
     }
   }

@@ -1,37 +1,52 @@
 import t from 'tap'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyRequest } from 'fastify'
-import towerSse from '../lib'
+import towerSse, { type SubscribeOptions, type TowerSseOptions } from '../lib'
+import { withTestClocks } from '../lib/testing'
 import { connect, rawStream, waitFor } from './fixtures/sse-connection'
 import type { PerRequestStream } from '../lib/route/per-request'
 
-// subscribe({ stream }) sends one request's own events to its connection only, pulled under its
-// byte budget, stopped (return()) when the stream ends, closed and counted when it throws.
+// subscribe({ stream }) sends one request's own events to its connection only, pulled under half
+// its byte budget, stopped (return()) when the stream ends, ended with `event: end` when it finishes
+// (or kept open), closed and counted when it fails.
 
 const logged: Array<{ msg?: string, err?: { message?: string } }> = []
 
-async function appWith (make: (request: FastifyRequest) => PerRequestStream, options = {}) {
+async function appWith (make: (request: FastifyRequest) => PerRequestStream, options: TowerSseOptions = {}, subscribe: SubscribeOptions = {}) {
   const app = Fastify({ logger: { level: 'error', stream: { write: (line: string) => { logged.push(JSON.parse(line)) } } } })
-  await app.register(towerSse, { heartbeatMs: 60_000, ...options })
-  app.get('/tokens', { eventStream: true }, (request, reply) => reply.eventStream.subscribe({ stream: make(request) }))
+  await app.register(towerSse, withTestClocks({ heartbeatMs: 60_000, ...options }, { random: () => 0.5 }))
+  app.get('/tokens', { eventStream: true }, (request, reply) => reply.eventStream.subscribe({ ...subscribe, stream: make(request) }))
   await app.listen({ host: '127.0.0.1', port: 0 })
   return { app, port: (app.server.address() as AddressInfo).port }
 }
 
-t.test('an async generator\'s tokens reach only its own connection; the stream then stays open for broadcasts', async (t) => {
+t.test('an async generator\'s tokens reach only its own connection; when it finishes, `event: end` and the server closes', async (t) => {
   const { app, port } = await appWith(async function * () {
     for (const token of ['Hel', 'lo', '!']) yield { data: token, event: 'token' }
-  })
+  }, { retryMs: 2000 })
   t.teardown(() => app.close())
   const other = await connect(port)
   const own = await connect(port, '/tokens')
-  await waitFor('3 tokens', () => own.events.length === 3)
-  t.same(own.events.map((e) => [e.event, e.data, e.id]), [['token', 'Hel', undefined], ['token', 'lo', undefined], ['token', '!', undefined]])
+  await own.ended
+  t.same(own.events.map((e) => [e.event, e.data, e.id]), [['token', 'Hel', undefined], ['token', 'lo', undefined], ['token', '!', undefined], ['end', '{}', undefined]])
+  t.same(own.retries, [2000, 2000], 'the opening retry: and a fresh one before the close')
+  t.match(app.sse.stats(), { ended: 1, current: 1 }, 'counted as ended: a complete answer, not a failure')
   await app.sse.broadcast('after')
-  await waitFor('the broadcast', () => own.events.length === 4 && other.events.length === 1)
+  await waitFor('the broadcast', () => other.events.length === 1)
   t.same(other.events.map((e) => e.data), ['after'], 'the other stream got no token')
+  other.destroy()
+})
+
+t.test('keepOpen: the stream stays open for broadcasts once its own events are done', async (t) => {
+  const { app, port } = await appWith(async function * () { yield { data: 1, id: 7, retry: 1500 } }, {}, { keepOpen: true })
+  t.teardown(() => app.close())
+  const own = await connect(port, '/tokens')
+  await waitFor('its event', () => own.events.length === 1)
+  t.same([own.events[0].id, own.events[0].data, own.retries.at(-1)], ['7', '1', 1500], 'a numeric id, and a per-item retry:')
+  await app.sse.broadcast('after')
+  await waitFor('the broadcast', () => own.events.length === 2)
   t.equal(own.isEnded(), false)
-  own.destroy(); other.destroy()
+  own.destroy()
 })
 
 t.test('the client leaving mid-way runs the generator\'s finally', async (t) => {
@@ -100,7 +115,7 @@ t.test('a reader that does not read: the generator is never pulled past the budg
   slow.socket.destroy()
 })
 
-t.test('a throwing iterable is logged, its stream closed with a retry:, counted as streamFailed', async (t) => {
+t.test('a throwing iterable is logged, told as `event: error`, its stream closed with a retry:, counted as streamFailed', async (t) => {
   const { app, port } = await appWith(async function * () {
     yield { data: 'first' }
     throw new Error('model went away')
@@ -108,8 +123,8 @@ t.test('a throwing iterable is logged, its stream closed with a retry:, counted 
   t.teardown(() => app.close())
   const own = await connect(port, '/tokens')
   await own.ended
-  t.same(own.events.map((e) => e.data), ['first'])
+  t.same(own.events.map((e) => [e.event, e.data]), [[undefined, 'first'], ['error', '{"code":"TOWER_SSE_STREAM_FAILED"}']], 'the app\'s message is logged, not sent')
   t.same(own.retries, [2000, 2000], 'the opening retry: and one before the close')
   t.equal(app.sse.stats().streamFailed, 1)
-  t.match(logged, [{ err: { message: 'model went away' }, msg: /per-request stream threw/ }])
+  t.match(logged, [{ err: { message: 'model went away' }, msg: /per-request stream failed \(TOWER_SSE_STREAM_FAILED\)/, streamId: String }])
 })

@@ -27,9 +27,11 @@ t.test('the default key is the address Fastify resolves: nothing the client send
     'behind a trusted proxy: the address the proxy saw, not one the client put before it')
 })
 
-t.test('keyFromClientId: a well-formed id when given, else the address', async (t) => {
-  t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7', headers: { 'x-client-id': 'my-cli' } }), 'id:my-cli')
-  t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7', url: '/?clientId=editor' }), 'id:editor')
+t.test('keyFromClientId: a well-formed id within its address when given, else the address', async (t) => {
+  t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7', headers: { 'x-client-id': 'my-cli' } }), 'id:my-cli@ip:10.0.0.7')
+  t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7', url: '/?clientId=editor' }), 'id:editor@ip:10.0.0.7')
+  t.not(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.8', headers: { 'x-client-id': 'my-cli' } }), 'id:my-cli@ip:10.0.0.7',
+    'the same name from another address is another key: it can neither take the first one\'s send({ key }) nor its slots')
   t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7', headers: { 'x-client-id': 'has space' } }), 'ip:10.0.0.7', 'a malformed id is no id')
   t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7', headers: { 'x-client-id': 'x'.repeat(129) } }), 'ip:10.0.0.7', 'nor is a too long one')
   t.equal(await keyOf(keyFromClientId, { remoteAddress: '10.0.0.7' }), 'ip:10.0.0.7')

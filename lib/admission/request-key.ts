@@ -33,14 +33,18 @@ export function keyByAddress (grouping: Partial<AddressGrouping> = {}): (request
 
 /**
  * Opt-in: a client that names itself (`X-Client-Id` header or `clientId` query parameter, printable
- * ASCII, at most 128 characters) is counted by that name; anything else by its address. Anyone can
- * send any name, so this only fits when every caller is trusted (tools on one workstation) or
- * when a proxy or an auth hook in front sets the header from an authenticated identity.
+ * ASCII, at most 128 characters) is counted by that name within its address (`id:<name>@<address
+ * key>`); anything else by its address alone. The address is part of the key because anyone can send
+ * any name: a client elsewhere that names itself like another cannot receive `send({ key })` meant
+ * for it nor use up its `maxClientsPerKey`. Only clients behind one address (one workstation, one
+ * proxy without `trustProxy`) can share a name, so this fits where those are trusted, or where a
+ * proxy or an auth hook in front sets the header from an authenticated identity.
  */
 export const keyFromClientId = (request: FastifyRequest): string => {
+  const address = defaultKeyFn(request)
   const header = request.headers['x-client-id']
-  if (typeof header === 'string' && CLIENT_ID.test(header)) return `id:${header}`
+  if (typeof header === 'string' && CLIENT_ID.test(header)) return `id:${header}@${address}`
   const query = (request.query as Record<string, unknown> | undefined)?.clientId
-  if (typeof query === 'string' && CLIENT_ID.test(query)) return `id:${query}`
-  return defaultKeyFn(request)
+  if (typeof query === 'string' && CLIENT_ID.test(query)) return `id:${query}@${address}`
+  return address
 }

@@ -52,7 +52,11 @@ const RETRY_READ_MS = 1000
 export class Resumes {
   private readonly pending = new Map<ResumingStream, Pending>()
   private readonly flights = new SingleFlight<Replay>()
+  /** Whether the bus holds an id: one question per id, however many streams ask it at once. */
+  private readonly checks = new SingleFlight<BusRead>()
   private readonly retries = new Set<NodeJS.Timeout>()
+  /** Streams whose id past this instance's newest the bus has not vouched for yet. */
+  private readonly verifying = new Set<ResumingStream>()
 
   /** `stats` counts how each resume ended (a stream that leaves while its read is under way is not counted). */
   constructor (private readonly host: ResumeHost, private readonly stats: Pick<StreamStats, 'resumed'>, private readonly random: () => number) {}
@@ -92,7 +96,10 @@ export class Resumes {
 
   /** Resumes `stream` from `from`; whatever is pending for it is let go when its stream ends. */
   start (stream: ResumingStream, from: EventPosition): void {
-    stream.whenOver(() => this.pending.delete(stream))
+    stream.whenOver(() => {
+      this.pending.delete(stream)
+      this.verifying.delete(stream)
+    })
     this.begin(stream, from)
   }
 
@@ -110,9 +117,10 @@ export class Resumes {
       return
     }
     if (local.kind === 'ahead') {
-      // It has seen events this instance has not delivered yet: skip them when they come.
-      this.stats.resumed('replayed', 0)
+      // It has seen events this instance has not delivered yet — or claims to: they are skipped as
+      // they come, while the bus says whether it holds that id at all.
       this.pending.set(stream, { after: from, held: null, retrying: false })
+      this.verifyAhead(stream, from)
       return
     }
     const last = this.host.lastPosition()
@@ -135,6 +143,36 @@ export class Resumes {
       // The bus is down: the stream stays open (heartbeats go on) and the resume is tried again.
       () => this.retry(stream, from)
     )
+  }
+
+  /**
+   * An id past what this instance has delivered is another instance's newest, or one the bus never
+   * issued (forged, from the future): a stream that kept skipping up to it would be muted. Until the
+   * bus answers, events up to it are skipped; an id the bus does not hold then gets a resync — even
+   * if newer events already reached the stream, since the ones skipped before them are unaccounted.
+   */
+  private verifyAhead (stream: ResumingStream, from: EventPosition): void {
+    this.verifying.add(stream)
+    this.checks.run(formatEventId(from), () => this.host.bus.read(from, from)).then((read) => {
+      if (!this.verifying.delete(stream)) return
+      if (read.kind !== 'gone') {
+        this.stats.resumed('replayed', 0)
+        return
+      }
+      this.pending.delete(stream)
+      this.stats.resumed('resync', 0)
+      stream.write(this.host.resyncFrame(read.reason, stream))
+    }, () => {
+      if (!this.verifying.delete(stream)) return
+      // The bus is down: nothing proves the id either way. The resume starts again later — or, if
+      // newer events already reached the stream past what it skipped, a resync now.
+      if (this.pending.has(stream)) {
+        this.retry(stream, from)
+        return
+      }
+      this.stats.resumed('resync', 0)
+      stream.write(this.host.resyncFrame('unknown', stream))
+    })
   }
 
   /**
@@ -213,6 +251,7 @@ export class Resumes {
     for (const timer of this.retries) clearTimeout(timer)
     this.retries.clear()
     this.pending.clear()
+    this.verifying.clear()
   }
 }
 

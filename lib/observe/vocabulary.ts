@@ -43,8 +43,10 @@ export const CLOSE_CAUSES = {
   logout: 'logout',
   /** Past the `expiresAt` its subscribe() was given (a token's `exp`). */
   credentialsExpired: 'credentials-expired',
-  /** Its per-request stream (subscribe's `stream`) threw: logged, closed with a retry. */
-  streamFailed: 'stream-failed'
+  /** Its per-request stream (subscribe's `stream`) failed: logged, told (`event: error`), closed with a retry. */
+  streamFailed: 'stream-failed',
+  /** Its answer is complete: its per-request stream finished, or the app ended it (`handle.end()`). */
+  ended: 'ended'
 } as const
 export type CloseReason = keyof typeof CLOSE_CAUSES
 export const CLOSE_REASONS = Object.keys(CLOSE_CAUSES) as CloseReason[]

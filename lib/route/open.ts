@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Admission } from '../admission/admission'
+import type { Admission, Ticket } from '../admission/admission'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
 import { encodeEvent, type SseEventInit } from '../events/encoder'
-import { parseEventId, type ParsedEventId } from '../bus/event-id'
 import { jittered } from '../shared/jitter'
 import type { Clocks } from '../shared/clocks'
 import { MAX_TIMER_MS } from '../shared/option-rules'
@@ -14,11 +13,12 @@ import type { Registry } from '../streams/registry'
 import type { FanOut } from '../streams/fan-out'
 import type { StreamStats } from '../observe/stats'
 import { expiresAt, Subscriber, STREAM_HEADERS, type Lifetime, type SseClientInfo, type StreamContext, type StreamPlan } from '../streams/subscriber'
-import { lastEventIdOf, topicSet, type TopicsGranted } from './stream-request'
+import { lastEventIdOf, resumePointOf, topicSet, type ResumePoint, type TopicsGranted } from './stream-request'
 import { ALL_TOPICS } from '../events/topic'
 import { withReplyHeaders } from '../shared/reply-headers'
 import type { InitialEvent, RouteSettings, StreamRouteOptions } from './route-options'
-import { pumpStream, type PerRequestStream } from './per-request'
+import { checkSource, pump, release, type StreamSource } from './per-request'
+import { notOpened, OpenStream, type StreamHandle } from './stream-handle'
 
 const EMPTY = Buffer.alloc(0)
 
@@ -42,22 +42,27 @@ export interface SubscribeOptions {
    */
   expiresAt?: number
   /**
-   * This connection's own events (an async generator, a Readable in object mode), each
-   * `{ data, event?, id?, retry? }`, sent to it only, the next one pulled once the previous fits its
-   * byte budget. The stream's end calls the iterator's return(); when the iterable ends, the stream
-   * stays open for broadcasts; a throw is logged and ends the stream with a `retry:`, counted as
-   * `streamFailed`. Not kept in history: a reconnect does not replay it (broadcast to a topic for that).
+   * This connection's own events: an async iterable (an async generator, a Readable in object mode)
+   * of `{ data, event?, id?, retry? }`, or a function `({ id, signal }) => iterable` called once the
+   * stream is open. Sent to this stream only, each next item pulled once the previous is written
+   * within half the byte budget. When the iterable finishes, the stream gets `event: end` and the
+   * server closes it (unless `keepOpen`); a failure is logged, sent as `event: error`, and ends the
+   * stream with a `retry:`. The stream's end returns the iterator; an iterable whose stream never
+   * opens is released (returned, or a Readable destroyed). Not kept in history: a reconnect does
+   * not replay it.
    */
-  stream?: PerRequestStream
+  stream?: StreamSource
+  /** With `stream`: stay open for broadcasts once it finishes, instead of ending with `event: end`. */
+  keepOpen?: boolean
 }
 
 /** The plugin's settings the opener reads. */
-export type OpenerSettings = Pick<RouteSettings, 'keyFn' | 'topicsFromRequest' | 'initialEvent'> & { maxAgeMs: number }
+export type OpenerSettings = Pick<RouteSettings, 'keyFn' | 'topicsFromRequest' | 'initialEvent'> & { maxAgeMs: number, maxBufferedBytes: number }
 
 /** Everything a stream needs, resolved before admission decides and before any byte is written. */
 interface Prepared {
   plan: StreamPlan
-  lastEventId: ParsedEventId | null
+  lastEventId: ResumePoint
   /** The initial event's frame, encoded (empty: none). */
   initialFrame: Buffer
 }
@@ -98,26 +103,34 @@ export class StreamOpener {
    * Synchronous while every callback and hook is: the stream then opens in the turn its request
    * arrived, as a connection's pipelined requests are parsed (and must already see it holding a stream).
    */
-  open (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions = {}): Promise<void> {
-    if (request.method === 'HEAD') {
-      // The stream's headers and the close at once: a stream answered without a body would hold
-      // a slot and a `curl -I` until max age.
-      reply.hijack()
-      openUntilClose(reply.raw, 200, withReplyHeaders(reply, STREAM_HEADERS))
-      endAndClose(reply.raw)
-      return Promise.resolve()
-    }
-    const failed = (error: unknown): Promise<void> => {
+  open (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions = {}): Promise<StreamHandle> {
+    let source: StreamSource | undefined
+    const failed = (error: unknown): Promise<StreamHandle> => {
       this.pending.delete(request)
+      release(source, request.log)
       // A bad or forbidden subscription is the client's (400, 403); anything else is the app's, and counted.
       const status = (error as { statusCode?: number } | null)?.statusCode
       if (status !== 400 && status !== 403) this.stats.failedOpen()
       if (reply.sent) {
         // Fastify answered already (the handler did not return this promise): nobody is waiting on it.
         request.log.error({ err: error }, 'tower-sse: an event stream could not open')
-        return Promise.resolve()
+        return Promise.resolve(notOpened())
       }
       return Promise.reject(error)
+    }
+    try {
+      source = asked.stream === undefined ? undefined : checkSource(asked.stream)
+    } catch (error) {
+      return failed(error)
+    }
+    if (request.method === 'HEAD') {
+      // The stream's headers and the close at once: a stream answered without a body would hold
+      // a slot and a `curl -I` until max age.
+      reply.hijack()
+      openUntilClose(reply.raw, 200, withReplyHeaders(reply, STREAM_HEADERS))
+      endAndClose(reply.raw)
+      release(source, request.log)
+      return Promise.resolve(notOpened())
     }
     let prepared: Prepared | PromiseLike<Prepared>
     try {
@@ -125,27 +138,21 @@ export class StreamOpener {
     } catch (error) {
       return failed(error)
     }
-    // Settled with nothing (a reply is thenable: resolving with it would wait for the stream's end).
-    if (!isThenable(prepared)) return Promise.resolve(this.start(request, reply, prepared, asked.stream))
+    if (!isThenable(prepared)) return Promise.resolve(this.start(request, reply, prepared, source, asked.keepOpen === true))
     this.pending.add(request)
     return Promise.resolve(prepared).then((ready) => {
       this.pending.delete(request)
-      this.start(request, reply, ready, asked.stream)
+      return this.start(request, reply, ready, source, asked.keepOpen === true)
     }, failed)
   }
 
   /** In one turn, nothing awaited: the client is still there, admission admits, the stream opens. */
-  private start (request: FastifyRequest, reply: FastifyReply, { plan, lastEventId, initialFrame }: Prepared, stream: PerRequestStream | undefined): void {
-    // Answered meanwhile (a forgotten return: see answeredMidway), or gone while the hooks or
-    // callbacks ran (its close already fired, so nothing would remove it).
-    if (reply.sent) return
-    if (hasLeft(reply.raw)) {
-      reply.hijack()
-      return
+  private start (request: FastifyRequest, reply: FastifyReply, { plan, lastEventId, initialFrame }: Prepared, source: StreamSource | undefined, keepOpen: boolean): StreamHandle {
+    const ticket = this.ticket(request, reply, plan.key)
+    if (ticket === null) {
+      release(source, request.log)
+      return notOpened()
     }
-    const ticket = this.admission.admit(request, reply, plan.key)
-    if (ticket === null) return
-    reply.hijack()
     const subscriber = new Subscriber(plan, reply.raw, this.context)
     const status = STREAM_STATUSES.has(reply.statusCode) ? reply.statusCode : 200
     subscriber.open(status, withReplyHeaders(reply, STREAM_HEADERS), initialFrame.length === 0 ? ticket.retryFrame : Buffer.concat([ticket.retryFrame, initialFrame]))
@@ -154,7 +161,25 @@ export class StreamOpener {
     reply.raw.once('close', () => { if (!reply.raw.writableFinished) runOnResponseHooks(request, reply) })
     this.registry.add(subscriber)
     this.fanOut.resume(subscriber, lastEventId)
-    if (stream !== undefined) void pumpStream(subscriber, stream, request.log)
+    const handle = new OpenStream(subscriber)
+    if (source !== undefined) void pump(subscriber, source, request.log, keepOpen, this.settings.maxBufferedBytes, handle)
+    return handle
+  }
+
+  /**
+   * Admission's ticket for a request still waiting for its stream, or null: answered meanwhile (a
+   * forgotten return, see answeredMidway), gone while the hooks or callbacks ran (its close already
+   * fired, so nothing would remove it), or refused (answered, or held in the tarpit).
+   */
+  private ticket (request: FastifyRequest, reply: FastifyReply, key: string): Ticket | null {
+    if (reply.sent) return null
+    if (hasLeft(reply.raw)) {
+      reply.hijack()
+      return null
+    }
+    const ticket = this.admission.admit(request, reply, key)
+    if (ticket !== null) reply.hijack()
+    return ticket
   }
 
   /** The stream's planned end: max age (jittered), or its credentials' expiry when that comes first. */
@@ -184,7 +209,7 @@ export class StreamOpener {
           connectedAt: Date.now(),
           lifetime: this.lifetime(asked.expiresAt)
         }
-        const lastEventId = asked.lastEventId !== undefined ? parseEventId(asked.lastEventId ?? undefined) : lastEventIdOf(request)
+        const lastEventId = asked.lastEventId !== undefined ? resumePointOf(asked.lastEventId) : lastEventIdOf(request)
         const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? settings.initialEvent
         const topics: SseClientInfo['topics'] = plan.grant === ALL_TOPICS ? ALL_TOPICS : [...plan.grant]
         const info: SseClientInfo = { ...plan, expiresAt: expiresAt(plan), topics }

@@ -31,13 +31,26 @@ export function topicsFromQuery ({ allow }: { allow: AllowTopic }): (request: Fa
 }
 
 /**
- * Where the client resumes: `Last-Event-ID` (header, or `lastEventId` query parameter for
- * clients that cannot set headers); a malformed or over-long id is ignored (null).
+ * Where a stream resumes: nowhere (null: no id, a fresh stream), after a position of the bus, or
+ * after an id the bus never issued (`foreign`: a per-request stream's own id, a forged or mangled
+ * one) — which gets a resync, since nothing proves what the client missed since.
  */
-export function lastEventIdOf (request: FastifyRequest): ParsedEventId | null {
+export type ResumePoint = ParsedEventId | 'foreign' | null
+
+/** The resume point of an id as sent (undefined or empty: none). */
+export function resumePointOf (id: string | null | undefined): ResumePoint {
+  if (id === undefined || id === null || id === '') return null
+  return parseEventId(id) ?? 'foreign'
+}
+
+/**
+ * Where the client resumes: `Last-Event-ID` (header, or `lastEventId` query parameter for
+ * clients that cannot set headers).
+ */
+export function lastEventIdOf (request: FastifyRequest): ResumePoint {
   const header = request.headers['last-event-id']
   const fromQuery = (request.query as Record<string, unknown> | undefined)?.lastEventId
-  return parseEventId(typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined)
+  return resumePointOf(typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined)
 }
 
 /** Checks the topics granted (by topicsFromRequest or subscribe()); null or undefined: none, ALL_TOPICS: every one. */

@@ -5,18 +5,19 @@ import type { StreamStats } from '../observe/stats'
 import type { TakeOverRoute } from '../platform/request-takeover'
 import { rootOf } from '../platform/internals'
 import type { StreamOpener, SubscribeOptions } from './open'
+import type { StreamHandle } from './stream-handle'
 import { parseRouteHooks, ROUTE_HOOKS, type StreamRouteOptions } from './route-options'
 
 /** `reply.eventStream` on a stream route. */
 export interface EventStreamReply {
   /**
-   * Opens this request's event stream (after the route's own hooks, so `request.user` is there):
-   * resolves once the reply is taken over: the stream open, refused (503/429, perhaps held in the
-   * tarpit first) or answered for HEAD; rejects, with nothing written, when a hook or callback
-   * throws or the first event cannot be encoded. Return it from the handler: the rejection is then
-   * a 500 through the app's error handler.
+   * Opens this request's event stream (after the route's own hooks, so `request.user` is there).
+   * Resolves once the reply is taken over, with the stream's handle: open, or not opened (refused —
+   * 503/429, perhaps held in the tarpit first —, a HEAD, its client gone). Rejects, with nothing
+   * written, when a hook or callback throws or the first event cannot be encoded. Return it from the
+   * handler: the rejection is then a 500 through the app's error handler.
    */
-  subscribe: (options?: SubscribeOptions) => Promise<void>
+  subscribe: (options?: SubscribeOptions) => Promise<StreamHandle>
 }
 
 /** The route option: `eventStream: true`, or the route's own hooks. */

@@ -53,12 +53,20 @@ export class FanOut {
   }
 
   /**
-   * What a stream that just opened is owed: nothing (no Last-Event-ID), or what it missed — from
+   * What a stream that just opened is owed: nothing (no Last-Event-ID), a resync (an id the bus
+   * never issued), or what it missed — from
    * the ring in the same turn, or after one shared bus read with its live events held meanwhile.
    */
-  resume (subscriber: Subscriber, lastEventId: ParsedEventId | null): void {
-    if (lastEventId !== null) this.resumes.start(subscriber, lastEventId)
-    else this.stats.resumed('fresh', 0)
+  resume (subscriber: Subscriber, from: ParsedEventId | 'foreign' | null): void {
+    if (from === null) {
+      this.stats.resumed('fresh', 0)
+    } else if (from === 'foreign') {
+      // Not an id of the bus: what the client missed since cannot be known.
+      this.stats.resumed('resync', 0)
+      subscriber.write(this.resyncFrame('unknown', subscriber))
+    } else {
+      this.resumes.start(subscriber, from)
+    }
   }
 
   /**

@@ -182,10 +182,17 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.write(frame)
   }
 
-  private overPromise: Promise<void> | undefined
+  /** The waits under way (whileOpen), woken when the stream ends; each removes itself when it settles. */
+  private readonly waits = new Set<() => void>()
+  /** Why the stream ended (null while it is open). */
+  private ended: CloseReason | null = null
 
   get isOver (): boolean {
     return this.finished
+  }
+
+  get endReason (): CloseReason | null {
+    return this.ended
   }
 
   /** Calls `fn` once the stream is over, however it ends (at once if it already is). */
@@ -195,14 +202,14 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   }
 
   /**
-   * Resolves true once `bytes` more fit the budget (or nothing is unsent: a frame larger than the
-   * budget then goes to write(), which drops the stream), false once the stream is over. Waits
-   * for the transport's drain, or for the turn's end when the bytes are still queued this turn.
+   * Resolves true once `bytes` more fit the budget with `reserve` bytes of it left over (or once
+   * nothing is unsent), false once the stream is over. Waits for the transport's drain, or for the
+   * turn's end when the bytes are still queued this turn.
    */
-  async whenFits (bytes: number): Promise<boolean> {
-    while (!this.finished && !this.fits(bytes) && this.queue.bytes + this.sink.writableLength > 0) {
+  async whenFits (bytes: number, reserve = 0): Promise<boolean> {
+    while (!this.finished && !this.fits(bytes + reserve) && this.queue.bytes + this.sink.writableLength > 0) {
       if (this.sink.needsDrain) {
-        await Promise.race([new Promise<void>((resolve) => this.sink.onceDrained(resolve)), this.over()])
+        await this.whileOpen(new Promise<void>((resolve) => this.sink.onceDrained(resolve)))
       } else {
         await new Promise<void>((resolve) => setImmediate(resolve))
       }
@@ -210,10 +217,26 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     return !this.finished
   }
 
-  /** One promise of the stream's end, shared by every wait: a long backpressured stream adds no listener per wait. */
-  private over (): Promise<void> {
-    this.overPromise ??= new Promise<void>((resolve) => this.whenOver(resolve))
-    return this.overPromise
+  /**
+   * `promise`'s value, or undefined as soon as the stream is over, whichever comes first. The wait
+   * adds nothing to the stream that outlives it (no reaction piles up on a shared promise of its
+   * end), and once the stream is over nothing of it is reachable from a `promise` that never settles.
+   */
+  whileOpen<T> (promise: PromiseLike<T>): Promise<T | undefined> {
+    if (this.finished) return Promise.resolve(undefined)
+    // The reactions on `promise` reach the set of waits, never the stream itself.
+    const waits = this.waits
+    return new Promise<T | undefined>((resolve, reject) => {
+      const wake = (): void => resolve(undefined)
+      waits.add(wake)
+      promise.then((value) => {
+        waits.delete(wake)
+        resolve(value)
+      }, (error: unknown) => {
+        waits.delete(wake)
+        reject(error)
+      })
+    })
   }
 
   /**
@@ -241,11 +264,14 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   private finish (reason: CloseReason): void {
     if (this.finished) return
     this.finished = true
+    this.ended = reason
     // A stream that is over sends nothing more: what it had queued is let go.
     this.queue.clear()
     clearTimeout(this.expiryTimer)
     this.context.finished(this, reason)
     for (const fn of this.onEnd.splice(0)) fn()
+    for (const wake of this.waits) wake()
+    this.waits.clear()
   }
 }
 

@@ -2,7 +2,7 @@ import { randomBytes, randomFillSync } from 'node:crypto'
 import { disconnectQuietly, isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type RedisConnection } from './connection'
 import { keyPrefix } from './keys'
 import { redactRedisUrl } from './url'
-import { formatEventId, type EventPosition } from '../event-id'
+import { comparePositions, formatEventId, type EventPosition } from '../event-id'
 import { BusBusyError, BusClosedError, BusStartError, BusUnavailableError } from '../../errors'
 import type { Bus, BusMessage, BusRead, BusStats, Deaf, Deliver, Lost, Published, StartPoint } from '../bus'
 import { BUS_SCRIPT } from './script'
@@ -10,7 +10,7 @@ import { PROBE_EVERY_MS, ReceiveProof } from './receive-proof'
 import { describeRefusals, explainStartFailure, firstReady } from './start-up'
 import { monotonicNow } from '../../shared/clocks'
 import { Continuity, judgeRange, type EpochStep } from './continuity'
-import { eventOf, fieldOf, messageFields, placeOf, positionOf, streamId, tokenOf, type StreamEntry } from './entry-codec'
+import { compareStreamIds, eventOf, fieldOf, messageFields, placeOf, positionOf, streamId, tokenOf, type StreamEntry } from './entry-codec'
 import { PublishWaiters, type PublishReply } from './publish-waiters'
 import { ServerFactsReader, type ServerFacts } from './server-facts'
 import { OutOfMemory } from './out-of-memory'
@@ -211,9 +211,23 @@ export class RedisBus implements Bus {
     if (after.minor === null) return Promise.resolve({ kind: 'gone', reason: 'unknown' })
     if (after.epoch !== this.continuity.epoch) return this.readOtherEpoch(after.epoch)
     this.reads++
-    // `after` itself is read too: its sequence number is where the contiguous run must start.
-    const reading = this.publisher.xrange(this.streamKey, streamId(after), streamId(upTo), 'COUNT', this.options.historyEvents + 2) as Promise<StreamEntry[]>
-    return reading.then((entries) => judgeRange(entries, after, upTo, this.options.historyEvents))
+    const from = streamId(after)
+    // Whether Redis holds `after` at all, before any range is read: an id it never had (forged, from
+    // the future) or has trimmed costs one entry, not a history's worth of them.
+    const probe = this.publisher.multi().xrange(this.streamKey, from, from).xrange(this.streamKey, '-', '+', 'COUNT', 1).exec() as Promise<Array<[Error | null, StreamEntry[]]> | null>
+    return probe.then((replies) => {
+      if (replies === null) throw new Error('tower-sse: a resume\'s read was aborted')
+      const [[heldError, held], [oldestError, oldest]] = replies
+      if (heldError !== null || oldestError !== null) throw heldError ?? oldestError
+      if (held.length === 0) {
+        const first = oldest[0]?.[0]
+        return { kind: 'gone', reason: first !== undefined && compareStreamIds(from, first) < 0 ? 'too-old' : 'unknown' } as const
+      }
+      if (comparePositions(upTo, after) <= 0) return judgeRange(held, after, upTo, this.options.historyEvents)
+      // `after` itself is read too: its sequence number is where the contiguous run must start.
+      const reading = this.publisher.xrange(this.streamKey, from, streamId(upTo), 'COUNT', this.options.historyEvents + 2) as Promise<StreamEntry[]>
+      return reading.then((entries) => judgeRange(entries, after, upTo, this.options.historyEvents))
+    })
   }
 
   /**
