@@ -98,6 +98,9 @@ export const SubscribeNotReturnedError = createError<[string]>('TOWER_SSE_NOT_RE
   'tower-sse: the handler of %s did not return reply.eventStream.subscribe(), so the request was answered before its stream could open; ' +
   'write `return reply.eventStream.subscribe(…)` (or await it)', 500)
 
+/** A resume with the Last-Event-ID of a resumable stream this client may not see: another owner's, or one that never was (told apart by nothing). */
+export const StreamNotFoundError = createError('TOWER_SSE_STREAM_NOT_FOUND', 'tower-sse: no such stream', 404)
+
 /** sseOf(fastify) where no tower-sse is registered in that context or above. */
 export const NotRegisteredError = createError('TOWER_SSE_NOT_REGISTERED',
   'tower-sse: not registered in this context or above; fastify.sse exists where tower-sse is registered and in the contexts below', 500)
@@ -140,6 +143,7 @@ export const errorCodes = Object.freeze({
   TOWER_SSE_NOT_REGISTERED: NotRegisteredError,
   TOWER_SSE_ROUTE_OUTSIDE: StreamRouteOutsideError,
   TOWER_SSE_NOT_RETURNED: SubscribeNotReturnedError,
+  TOWER_SSE_STREAM_NOT_FOUND: StreamNotFoundError,
   TOWER_SSE_IDEMPOTENCY_CONFLICT: IdempotencyConflictError,
   TOWER_SSE_HOST_NOT_ALLOWED: HostNotAllowedError,
   TOWER_SSE_ORIGIN_NOT_ALLOWED: OriginNotAllowedError

@@ -20,6 +20,8 @@ import { StreamStats } from './observe/stats'
 import { StreamOpener } from './route/open'
 import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } from './route/stream-route'
 import { WriteCoalescer } from './streams/write-coalescer'
+import { Resumables } from './resumable/resumables'
+import { createLog } from './resumable/create-log'
 
 declare module 'fastify' {
   /* eslint-disable @typescript-eslint/no-unused-vars -- an augmentation repeats Fastify's type parameters */
@@ -70,7 +72,9 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const admission = new Admission(fastify, registry, bus, counts, options, clocks)
   const fanOut = new FanOut(registry, bus, options.history, counts, clocks.random)
   const sweep = new Sweep(registry, clocks.random)
+  const resumables = new Resumables(createLog(bus, options.redis), fastify.log)
   await fanOut.start()
+  await resumables.start()
   const stats = (): SseStats => counts.read({
     current: registry.size,
     capacity: registry.capacity,
@@ -79,7 +83,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     openStreamBytes: registry.openStreamBytes(),
     bus: bus.stats()
   }, admission.gauges())
-  const hub = createHub(registry, fanOut, counts, stats)
+  const hub = createHub(registry, fanOut, async (id) => await resumables.cancel(id), counts, stats)
   fastify.decorate('sse', hub)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
@@ -100,7 +104,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   // Every stream of this registration: one byte budget, one flush per turn (see
   // lib/streams/write-coalescer.ts), admission's jittered retry: before every end the server chooses.
   const context = { maxBufferedBytes: options.maxBufferedBytes, coalescer: new WriteCoalescer(), retryFrame: admission.retryFrame, finished: registry.remove }
-  const opener = new StreamOpener(registry, fanOut, admission, counts, options, context, clocks)
+  const opener = new StreamOpener(registry, fanOut, resumables, admission, counts, options, context, clocks)
   // Each stream route of this context (and of contexts below without their own registration)
   // shares this registry: one capacity, one heartbeat, one bus. Its first onRequest hooks, in
   // order: the Host/Origin guard (a refused request is never counted by admission), then
@@ -128,7 +132,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     clearInterval(logTimer)
     sweep.stop()
     activity.flush(fastify.log, registry.size)
-    fanOut.close().then(() => hookDone(), hookDone)
+    resumables.close().then(async () => await fanOut.close()).then(() => hookDone(), hookDone)
   })
 }
 

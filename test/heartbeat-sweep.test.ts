@@ -34,7 +34,7 @@ t.test(`${STREAMS} streams: each heartbeat reaches every stream, at most ${SLICE
   let ids = 0
   const server = http.createServer((_req, res) => {
     ids++
-    const client = new CountingSubscriber({ id: `c${ids}`, key: `k${ids}`, remoteAddress: undefined, grant: ALL_TOPICS, connectedAt: Date.now(), lifetime: null }, res,
+    const client = new CountingSubscriber({ id: `c${ids}`, key: `k${ids}`, remoteAddress: undefined, broadcasts: true, grant: ALL_TOPICS, connectedAt: Date.now(), lifetime: null }, res,
       { maxBufferedBytes: 1e6, coalescer: flush, retryFrame: () => Buffer.alloc(0), finished: registry.remove })
     client.open(200, {}, encodeRetry(1000))
     registry.add(client)

@@ -13,12 +13,15 @@ import type { Registry } from '../streams/registry'
 import type { FanOut } from '../streams/fan-out'
 import type { StreamStats } from '../observe/stats'
 import { expiresAt, Subscriber, STREAM_HEADERS, type Lifetime, type SseClientInfo, type StreamContext, type StreamPlan } from '../streams/subscriber'
-import { lastEventIdOf, resumePointOf, topicSet, type ResumePoint, type TopicsGranted } from './stream-request'
+import { lastEventIdOf, lastEventIdText, resumePointOf, topicSet, type ResumePoint, type TopicsGranted } from './stream-request'
 import { ALL_TOPICS } from '../events/topic'
 import { withReplyHeaders } from '../shared/reply-headers'
 import type { InitialEvent, RouteSettings, StreamRouteOptions } from './route-options'
 import { checkSource, pump, release, type StreamSource } from './per-request'
 import { notOpened, OpenStream, type StreamHandle } from './stream-handle'
+import type { Resumables, ResumableAsk, ResumeDecision } from '../resumable/resumables'
+import { isStreamId } from '../resumable/resumable-id'
+import { StreamNotFoundError } from '../errors'
 
 const EMPTY = Buffer.alloc(0)
 
@@ -54,7 +57,19 @@ export interface SubscribeOptions {
   stream?: StreamSource
   /** With `stream`: stay open for broadcasts once it finishes, instead of ending with `event: end`. */
   keepOpen?: boolean
+  /**
+   * With `stream`: make it a resumable answer ([Streaming an answer](docs/streaming-an-answer.md)).
+   * Its events go to a log of their own, not to this connection: a reconnect with the Last-Event-ID
+   * of one of them, on any instance sharing the bus, gets the rest, then the live tail, then the
+   * end — the factory is not called again, a new iterable is released. `id`: the app's name for it
+   * (1-64 of A-Z a-z 0-9 _ -; default: an unguessable one); `ttlMs`: how long the log is kept
+   * after its end (default 10 minutes).
+   */
+  resumable?: { id?: string, ttlMs?: number } | true
 }
+
+/** How long a resumable stream's log is kept after its end, by default. */
+export const RESUMABLE_TTL_MS = 10 * 60_000
 
 /** The plugin's settings the opener reads. */
 export type OpenerSettings = Pick<RouteSettings, 'keyFn' | 'topicsFromRequest' | 'initialEvent'> & { maxAgeMs: number, maxBufferedBytes: number }
@@ -65,6 +80,8 @@ interface Prepared {
   lastEventId: ResumePoint
   /** The initial event's frame, encoded (empty: none). */
   initialFrame: Buffer
+  /** For a resumable stream: where its request stands. */
+  resumable: { decision: ResumeDecision, ttlMs: number } | undefined
 }
 
 /** Status codes a stream may open with: the app's own 2xx that has a body. An EventSource takes 200 only. */
@@ -87,6 +104,7 @@ export class StreamOpener {
   constructor (
     private readonly registry: Registry,
     private readonly fanOut: FanOut,
+    private readonly resumables: Resumables,
     private readonly admission: Admission,
     private readonly stats: StreamStats,
     private readonly settings: OpenerSettings,
@@ -118,8 +136,10 @@ export class StreamOpener {
       }
       return Promise.reject(error)
     }
+    let resumable: ResumableAsk | undefined
     try {
       source = asked.stream === undefined ? undefined : checkSource(asked.stream)
+      resumable = resumableAsk(asked, source)
     } catch (error) {
       return failed(error)
     }
@@ -134,7 +154,7 @@ export class StreamOpener {
     }
     let prepared: Prepared | PromiseLike<Prepared>
     try {
-      prepared = this.prepare(request, reply, route, asked)
+      prepared = this.prepare(request, reply, route, asked, resumable)
     } catch (error) {
       return failed(error)
     }
@@ -147,7 +167,15 @@ export class StreamOpener {
   }
 
   /** In one turn, nothing awaited: the client is still there, admission admits, the stream opens. */
-  private start (request: FastifyRequest, reply: FastifyReply, { plan, lastEventId, initialFrame }: Prepared, source: StreamSource | undefined, keepOpen: boolean): StreamHandle {
+  private start (request: FastifyRequest, reply: FastifyReply, { plan, lastEventId, initialFrame, resumable }: Prepared, source: StreamSource | undefined, keepOpen: boolean): StreamHandle {
+    const decision = resumable?.decision
+    if (decision?.kind === 'notFound' || decision?.kind === 'done') {
+      // No stream: nothing of it is left to send (204: EventSource stops reconnecting), or there is
+      // none for this client to see (404, as for an id that never was).
+      release(source, request.log)
+      if (!reply.sent) answerWithoutStream(reply, decision.kind === 'done' ? 204 : 404)
+      return notOpened()
+    }
     const ticket = this.ticket(request, reply, plan.key)
     if (ticket === null) {
       release(source, request.log)
@@ -160,8 +188,13 @@ export class StreamOpener {
     // leaves never does, so they run here then (request logging, metrics).
     reply.raw.once('close', () => { if (!reply.raw.writableFinished) runOnResponseHooks(request, reply) })
     this.registry.add(subscriber)
-    this.fanOut.resume(subscriber, lastEventId)
     const handle = new OpenStream(subscriber)
+    if (decision !== undefined && resumable !== undefined && source !== undefined) {
+      this.stats.resumed(decision.kind === 'new' ? 'fresh' : decision.kind === 'attach' ? 'replayed' : 'resync', 0)
+      this.resumables.feed(subscriber, decision, plan.key, resumable.ttlMs, source, () => release(source, request.log))
+      return handle
+    }
+    this.fanOut.resume(subscriber, lastEventId)
     if (source !== undefined) void pump(subscriber, source, request.log, keepOpen, this.settings.maxBufferedBytes, handle)
     return handle
   }
@@ -195,30 +228,41 @@ export class StreamOpener {
     return { ms, reason: 'credentialsExpired' }
   }
 
-  private prepare (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions): Prepared | PromiseLike<Prepared> {
+  private prepare (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions, resumable: ResumableAsk | undefined): Prepared | PromiseLike<Prepared> {
     const { settings } = this
     return chain(asked.key ?? (route.keyFn ?? settings.keyFn as KeyFn)(request), (key) => {
       if (typeof key !== 'string') throw new TypeError(`tower-sse: a stream's key must be a string, got ${typeof key}`)
-      const topicsFromRequest = route.topicsFromRequest ?? settings.topicsFromRequest
-      return chain(asked.topics !== undefined ? asked.topics : topicsFromRequest?.(request), (granted) => {
-        const plan: StreamPlan = {
-          id: randomUUID(),
-          key,
-          remoteAddress: request.ip,
-          grant: topicSet(granted),
-          connectedAt: Date.now(),
-          lifetime: this.lifetime(asked.expiresAt)
-        }
-        const lastEventId = asked.lastEventId !== undefined ? resumePointOf(asked.lastEventId) : lastEventIdOf(request)
-        const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? settings.initialEvent
-        const topics: SseClientInfo['topics'] = plan.grant === ALL_TOPICS ? ALL_TOPICS : [...plan.grant]
-        const info: SseClientInfo = { ...plan, expiresAt: expiresAt(plan), topics }
-        return chain(typeof initial === 'function' ? initial(info, request) : initial ?? undefined, (first) => {
-          const prepared = { plan, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first) }
-          // Last, once the app's callbacks have run: the headers its onSend hooks set (a cookie, a session).
-          for (const [name, value] of Object.entries(STREAM_HEADERS)) reply.header(name, value)
-          return chain(this.runOnSend(request, reply), () => prepared)
-        })
+      if (resumable === undefined) return this.prepareStream(request, reply, route, asked, key, undefined)
+      const sent = asked.lastEventId !== undefined ? asked.lastEventId ?? undefined : lastEventIdText(request)
+      return chain(this.resumables.decide(key, sent, resumable), (decision) =>
+        this.prepareStream(request, reply, route, asked, key, { decision, ttlMs: resumable.ttlMs }))
+    })
+  }
+
+  /** What a stream of `key` is, and its first frames, once the app's callbacks and onSend hooks have run. */
+  private prepareStream (request: FastifyRequest, reply: FastifyReply, route: StreamRouteOptions, asked: SubscribeOptions, key: string, resumable: Prepared['resumable']): Prepared | PromiseLike<Prepared> {
+    const { settings } = this
+    const topicsFromRequest = route.topicsFromRequest ?? settings.topicsFromRequest
+    // A resumable stream carries its log's events only: a broadcast's id in between would break its resume.
+    return chain(resumable !== undefined ? null : asked.topics !== undefined ? asked.topics : topicsFromRequest?.(request), (granted) => {
+      const plan: StreamPlan = {
+        id: randomUUID(),
+        key,
+        remoteAddress: request.ip,
+        grant: topicSet(granted),
+        broadcasts: resumable === undefined,
+        connectedAt: Date.now(),
+        lifetime: this.lifetime(asked.expiresAt)
+      }
+      const lastEventId = resumable !== undefined ? null : asked.lastEventId !== undefined ? resumePointOf(asked.lastEventId) : lastEventIdOf(request)
+      const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? settings.initialEvent
+      const topics: SseClientInfo['topics'] = plan.grant === ALL_TOPICS ? ALL_TOPICS : [...plan.grant]
+      const info: SseClientInfo = { ...plan, expiresAt: expiresAt(plan), topics }
+      return chain(typeof initial === 'function' ? initial(info, request) : initial ?? undefined, (first) => {
+        const prepared = { plan, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first), resumable }
+        // Last, once the app's callbacks have run: the headers its onSend hooks set (a cookie, a session).
+        for (const [name, value] of Object.entries(STREAM_HEADERS)) reply.header(name, value)
+        return chain(this.runOnSend(request, reply), () => prepared)
       })
     })
   }
@@ -246,4 +290,32 @@ function isThenable<T> (value: T | PromiseLike<T>): value is PromiseLike<T> {
 /** `next(value)`, at once when the value is plain, once it settles when it is a promise. */
 function chain<T, R> (value: T | PromiseLike<T>, next: (value: T) => R | PromiseLike<R>): R | PromiseLike<R> {
   return isThenable(value) ? Promise.resolve(value).then(next) : next(value)
+}
+
+/** The `resumable` option of subscribe(), checked: it needs a `stream`, and takes no `keepOpen`. */
+function resumableAsk (asked: SubscribeOptions, source: StreamSource | undefined): ResumableAsk | undefined {
+  const given = asked.resumable
+  if (given === undefined) return undefined
+  const wrong = (what: string): never => { throw new TypeError(`tower-sse: subscribe()'s resumable ${what}`) }
+  if (source === undefined) wrong('needs a stream: the answer whose events it keeps')
+  if (asked.keepOpen === true) wrong('cannot keepOpen: a resumable stream ends with its answer')
+  const options = given === true ? {} : given
+  if (typeof options !== 'object' || options === null) return wrong(`must be true or { id?, ttlMs? }, got ${String(given)}`)
+  const { id, ttlMs = RESUMABLE_TTL_MS } = options
+  if (id !== undefined && !isStreamId(id)) wrong(`id must be 1-64 characters of A-Z a-z 0-9 _ -, got ${JSON.stringify(id)}`)
+  if (!Number.isSafeInteger(ttlMs) || ttlMs < 1 || ttlMs > 7 * 24 * 3_600_000) wrong(`ttlMs must be an integer of ms between 1 and 604800000 (a week), got ${String(ttlMs)}`)
+  return id === undefined ? { ttlMs } : { id, ttlMs }
+}
+
+/** A request answered without a stream, the server closing first: 204 (nothing more will come) or 404 (no such stream). */
+function answerWithoutStream (reply: FastifyReply, status: 204 | 404): void {
+  reply.hijack()
+  if (status === 204) {
+    openUntilClose(reply.raw, 204, withReplyHeaders(reply, { 'cache-control': 'no-store' }))
+    endAndClose(reply.raw)
+    return
+  }
+  const error = new StreamNotFoundError()
+  openUntilClose(reply.raw, 404, withReplyHeaders(reply, { 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' }))
+  endAndClose(reply.raw, JSON.stringify({ statusCode: 404, code: error.code, error: 'Not Found', message: error.message }))
 }

@@ -2,18 +2,9 @@ import type { FastifyBaseLogger } from 'fastify'
 import { encodeEvent, type SseEvent } from '../events/encoder'
 import type { Subscriber } from '../streams/subscriber'
 import { StreamSourceError } from '../errors'
+import type { PerRequestStream, StreamContext, StreamSource } from '../events/event-source'
 
-/** One request's own events: an async iterable (an async generator, a Readable in object mode) of `{ data, event?, id?, retry? }`. */
-export type PerRequestStream = AsyncIterable<SseEvent>
-
-/** What a factory is handed: the stream's id and a signal aborted when the stream ends, for whatever reason. */
-export interface StreamContext {
-  readonly id: string
-  readonly signal: AbortSignal
-}
-
-/** A per-request stream, or a factory called once the stream is open (nothing to release if it never opens). */
-export type StreamSource = PerRequestStream | ((context: StreamContext) => PerRequestStream)
+export type { PerRequestStream, StreamContext, StreamSource }
 
 /** The last frame of a stream whose answer is complete: `event: end`, then the server closes. */
 export const END_FRAME = encodeEvent({ event: 'end', data: {} })

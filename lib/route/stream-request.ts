@@ -48,9 +48,14 @@ export function resumePointOf (id: string | null | undefined): ResumePoint {
  * clients that cannot set headers).
  */
 export function lastEventIdOf (request: FastifyRequest): ResumePoint {
+  return resumePointOf(lastEventIdText(request))
+}
+
+/** The id the client sent (header, else `?lastEventId=`), as sent; undefined when none. */
+export function lastEventIdText (request: FastifyRequest): string | undefined {
   const header = request.headers['last-event-id']
   const fromQuery = (request.query as Record<string, unknown> | undefined)?.lastEventId
-  return resumePointOf(typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined)
+  return typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined
 }
 
 /** Checks the topics granted (by topicsFromRequest or subscribe()); null or undefined: none, ALL_TOPICS: every one. */

@@ -136,7 +136,8 @@ export class FanOut {
     this.last = at
     const frame = this.resyncFrames(reason)
     for (const subscriber of this.registry.all()) {
-      if (this.resumes.survives(subscriber, at.position)) continue
+      // A stream that carries no broadcast has lost none (and a bus id would replace its own).
+      if (!subscriber.broadcasts || this.resumes.survives(subscriber, at.position)) continue
       this.resumes.forget(subscriber)
       subscriber.write(frame(subscriber))
     }
@@ -152,7 +153,7 @@ export class FanOut {
     const frame = this.resyncFrames('bus-deaf')
     for (const subscriber of [...this.registry.all()]) {
       this.resumes.forget(subscriber)
-      subscriber.write(frame(subscriber))
+      if (subscriber.broadcasts) subscriber.write(frame(subscriber))
       subscriber.end('busDeaf')
     }
   }

@@ -29,6 +29,11 @@ export interface SseHub extends Iterable<SseClientInfo> {
    * A client that reconnects meets your auth again.
    */
   close: (to: StreamAddress, reason: AppCloseReason) => number
+  /**
+   * Stops a resumable stream's producer, wherever it runs, and ends every connection following it
+   * (`event: end`, `{ "reason": "cancelled" }`); resolves false when it had already ended or never was.
+   */
+  cancel: (resumableId: string) => Promise<boolean>
   /** Open streams on this instance. */
   readonly size: number
   readonly capacity: number
@@ -40,11 +45,12 @@ export interface SseHub extends Iterable<SseClientInfo> {
 }
 
 /** The public face of one registration: a frozen object holding no reference a user could reach past. */
-export function createHub (registry: Registry, fanOut: FanOut, counts: StreamStats, stats: () => SseStats): SseHub {
+export function createHub (registry: Registry, fanOut: FanOut, cancel: SseHub['cancel'], counts: StreamStats, stats: () => SseStats): SseHub {
   return Object.freeze({
     broadcast: (data: unknown, options?: BroadcastOptions) => broadcast(fanOut.bus, counts, data, options),
     send: (to: StreamAddress, data: unknown, options?: { event?: string }) => registry.send(to, data, options),
     close: (to: StreamAddress, reason: AppCloseReason) => registry.close(to, reason),
+    cancel,
     get size () { return registry.size },
     get capacity () { return registry.capacity },
     get hasRoom () { return registry.hasRoom },

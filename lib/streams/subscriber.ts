@@ -34,6 +34,8 @@ export interface StreamPlan {
   readonly remoteAddress: string | undefined
   /** The topics granted beyond the untopiced events (ALL_TOPICS: every one). */
   readonly grant: TopicGrant
+  /** Whether broadcasts reach it at all (a resumable stream carries its log's events only). */
+  readonly broadcasts: boolean
   readonly connectedAt: number
   /** When the server ends the stream, and why (null: never). */
   readonly lifetime: Lifetime | null
@@ -71,6 +73,8 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   readonly key: string
   readonly remoteAddress: string | undefined
   readonly grant: TopicGrant
+  /** Whether broadcasts reach it at all (false: a resumable stream, which carries its log's events only). */
+  readonly broadcasts: boolean
   readonly connectedAt: number
   readonly expiresAt: number | null
   private readonly lifetime: Lifetime | null
@@ -93,6 +97,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     this.key = plan.key
     this.remoteAddress = plan.remoteAddress
     this.grant = plan.grant
+    this.broadcasts = plan.broadcasts
     this.connectedAt = plan.connectedAt
     this.lifetime = plan.lifetime
     this.expiresAt = expiresAt(plan)
@@ -124,7 +129,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   }
 
   wants (topic: string | undefined): boolean {
-    return topic === undefined || this.grant === ALL_TOPICS || this.grant.has(topic)
+    return this.broadcasts && (topic === undefined || this.grant === ALL_TOPICS || this.grant.has(topic))
   }
 
   /** Whether `bytes` more could be queued now without passing this stream's unsent-bytes budget. */

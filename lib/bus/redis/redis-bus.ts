@@ -151,6 +151,11 @@ export class RedisBus implements Bus {
     this.watchTimer = setInterval(this.watch, WATCHDOG_MS).unref()
   }
 
+  /** The connection the bus sends its commands on (never its blocking reader): resumable streams' logs share it. */
+  get commands (): RedisConnection {
+    return this.publisher
+  }
+
   async subscribe (deliver: Deliver, lost: Lost, deaf: Deaf = () => {}): Promise<StartPoint> {
     this.deliver = deliver
     this.lost = lost
