@@ -23,7 +23,7 @@ t.test('the quick storm with tiny sizes writes well-formed rows, tables and a ch
   // start, whose tarpit holds a refusal 0.2 s rather than 5 (the refusal path would wait that out).
   // The reproductions' own behaviour is pinned in bench-storm-servers.test.ts.
   const plan = parsePlan([
-    '--quick', '--preset', 'tiny={"maxClients":2,"tarpitMs":200,"tarpitJitterMs":100}', '--servers', 'tiny', '--populations', 'hammer', '--clients', '3',
+    '--quick', '--preset', 'tiny={"maxClients":2,"storm":{"tarpitMs":200}}', '--servers', 'tiny', '--populations', 'hammer', '--clients', '3',
     '--warmup', '0', '--duration', '1', '--narrowed', '1', '--rejection', '1', '--rejection-connections', '2', '--out', out
   ])
   let progress = ''

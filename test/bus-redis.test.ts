@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { RedisBus, type RedisBusOptions } from '../lib/bus/redis/redis-bus'
+import type { BusEvent } from '../lib/bus/bus'
 import { DEFAULTS } from '../lib/options'
 import type { TowerSseOptions } from '../lib'
 import { broadcastIdempotency, busContract } from './fixtures/bus-contract'
@@ -190,6 +191,22 @@ t.test('the publish deadline is sent in Redis\'s clock: a local clock an hour be
   const published = await behind.publish({ data: 'on time' })
   t.equal(published.delivered, 1, 'Redis ran it before its deadline (in local time it would be an hour past)')
   t.same(delivered, ['on time'])
+})
+
+t.test('30 publishes made in one turn (one call to Redis each): delivered in call order, each caller answered with its own id; a key repeated in the turn lands once', async (t) => {
+  const b = bus()
+  t.teardown(() => b.close())
+  const delivered: BusEvent[] = []
+  await b.subscribe((event) => { delivered.push(event); return 1 }, () => {})
+  const messages = Array.from({ length: 30 }, (_, n) => n === 25
+    ? { data: JSON.stringify({ n: 20 }), idempotencyKey: 'again', idempotencyHash: 'h20' }
+    : { data: JSON.stringify({ n }), ...(n === 20 ? { idempotencyKey: 'again', idempotencyHash: 'h20' } : {}) })
+  const results = await Promise.all(messages.map((message) => b.publish(message)))
+  await waitFor('29 events delivered', () => delivered.length === 29)
+  const landed = messages.map((_, n) => n).filter((n) => n !== 25)
+  t.same(delivered.map((event) => JSON.parse(event.data).n), landed, 'in the order published, the repeated key once')
+  t.same(results.filter((_, n) => n !== 25).map((result) => result.id), delivered.map((event) => event.id), 'each caller its own event\'s id')
+  t.same(results[25], { id: results[20].id, delivered: 0 }, 'the repeat got the first publish\'s id, and delivered nothing new')
 })
 
 t.test('an idempotency key lives idempotencyWindowMs in Redis, no longer', async (t) => {

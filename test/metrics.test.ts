@@ -12,6 +12,7 @@ import type { StreamGauges } from '../lib/observe/vocabulary'
 import towerSse, { DEFAULTS, type SseStats } from '../lib'
 import { registerMetrics, type BusState } from '../lib/observe/metrics'
 import { MemoryBus } from '../lib/bus/memory'
+import { JITTER_RATIO } from '../lib/shared/jitter'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { movedClock } from './fixtures/moved-clock'
@@ -55,6 +56,10 @@ async function refusalReason (conn: SseConnection): Promise<string> {
 t.test('after a scripted scenario on real sockets, GET /metrics gives exactly what happened, and what stats() says', async (t) => {
   let healthy = true
   let nextRandom = 0.5
+  // Every delay is its value ± JITTER_RATIO: value + (2r - 1) × ratio × value. No draw in [0, 1) takes
+  // 60 s below 48 s, so the one stream that must expire within the scenario is given the r (below
+  // Math.random's range) that puts its lifetime at 100 ms; while it opens, its retry: is drawn low too.
+  const SHORT_LIFE = ((100 - 60_000) / (JITTER_RATIO * 60_000) + 1) / 2
   const metrics = new Registry()
   // return503OnClosing false: during the drain, requests reach tower-sse (the "closing" refusal) and /metrics.
   const app = Fastify({ logger: false, return503OnClosing: false })
@@ -65,7 +70,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
     maxClientsPerKey: 2,
     keyFn: (request) => String(request.headers['x-client'] ?? 'anon'),
     topicsFromRequest: queryTopics,
-    // random 0.5: every stream lives 60 s; random 0: 100 ms (the one that expires).
+    // random 0.5: every stream lives 60 s; SHORT_LIFE: 100 ms (the one that expires).
     maxAgeMs: 60_000,
     heartbeatMs: 60_000,
     maxBufferedBytes: 64 * 1024,
@@ -119,7 +124,7 @@ t.test('after a scripted scenario on real sockets, GET /metrics gives exactly wh
   expected.resync++
 
   // One stream drawn a 100 ms lifetime expires.
-  nextRandom = 0
+  nextRandom = SHORT_LIFE
   const expiring = await open('e')
   nextRandom = 0.5
   expected.accepted++

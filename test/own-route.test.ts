@@ -7,6 +7,8 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import towerSse, { sseOf, topicsFromQuery, type TowerSseOptions } from '../lib'
 import { connect, waitFor } from './fixtures/sse-connection'
 import { rawExchange } from './fixtures/raw-http'
+import { JITTER_RATIO } from '../lib/shared/jitter'
+import { MAX_TIMER_MS } from '../lib/shared/option-rules'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -163,9 +165,9 @@ const FAILURES: Array<[string, Partial<TowerSseOptions>, RegExp]> = [
 t.test('a failing opening: 500 through the app\'s error handler, logged with the error, counted, no slot, close() at once', async (t) => {
   for (const [name, options, message] of FAILURES) {
     const { stream, lines } = logLines()
-    // maxAgeMs at its largest: a stream left open would hold close() for ~24 days.
+    // maxAgeMs at its largest (its +20% jitter still fits a timer): a stream left open would hold close() for ~20 days.
     const app = Fastify({ logger: { level: 'info', stream } })
-    await app.register(towerSse, { maxClients: 1, maxAgeMs: 2 ** 31 - 1 - 60_000, heartbeatMs: 60_000, ...options })
+    await app.register(towerSse, { maxClients: 1, maxAgeMs: Math.floor(MAX_TIMER_MS / (1 + JITTER_RATIO)), heartbeatMs: 60_000, ...options })
     const port = await listen(app)
     const res = await connect(port)
     await res.ended

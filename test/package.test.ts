@@ -19,12 +19,19 @@ t.test('npm pack + install into an empty project', async (t) => {
   for (const example of ['example.mjs', 'example.cjs']) copyFileSync(path.join(FIXTURES, example), path.join(app, example))
 
   t.test('the tarball holds the build, Tower\'s assets and nothing else', async (t) => {
-    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/client/index.js', 'dist/client-esm/client/index.js', 'dist/client-esm/shared/backoff.js', 'dist/internal.js', 'dist/errors.js',
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/client/index.js', 'dist/client-esm/client/index.js', 'dist/client-esm/client/index.d.ts',
+      'dist/client-esm/shared/backoff.js', 'dist/client-esm/package.json', 'dist/errors.js',
       'dist/tower/cli.js', 'dist/tower/public/index.html', 'dist/tower/public/dashboard.js', 'dist/tower/vendor/uplot/uPlot.esm.js',
-      'dist/tower/vendor/uplot/LICENSE', 'package.json', 'README.md', 'LICENSE']) {
+      'dist/tower/vendor/uplot/LICENSE', 'package.json', 'README.md', 'LICENSE', 'docs/README.md', 'docs/tower.md',
+      'benchmarks/README.md', 'benchmarks/results/storm.md', 'benchmarks/results/storm.svg']) {
       t.ok(files.includes(file), file)
     }
-    t.same(files.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(f)), [], 'no sources, tests or benchmarks')
+    t.notOk(files.includes('dist/internal.js'), 'no internal entry')
+    const shipped = (f: string): boolean => f.startsWith('dist/') || ['package.json', 'README.md', 'LICENSE', 'benchmarks/README.md'].includes(f) ||
+      /^docs\/[\w-]+\.md$/.test(f) || /^benchmarks\/results\/[\w-]+\.(md|svg)$/.test(f)
+    t.same(files.filter((f) => !shipped(f)), [], 'no sources, tests, benchmark code or raw results: the docs and the results\' pages only')
+    t.same(JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'dist', 'client-esm', 'package.json'), 'utf8')), { type: 'module' },
+      'the ESM client build is read as ES modules')
   })
 
   t.test('dependencies are exactly what the published code imports', async (t) => {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events'
 import t from 'tap'
 import type { FastifyReply } from 'fastify'
 import { Tarpit } from '../lib/admission/tarpit'
+import { MAX_HELD_REFUSALS } from '../lib/admission/admission'
 import { startApp } from './fixtures/app'
 import type { Server } from 'node:http'
 import { connect, rawStream, waitFor } from './fixtures/sse-connection'
@@ -61,13 +62,26 @@ t.test('a client that hangs up while held frees its place in the tarpit (real so
   })
   t.teardown(() => app.close())
   const holder = await connect(port)
-  const quitters = [rawStream(port), rawStream(port)]
-  await waitFor('two refusals held', () => app.sse.stats().tarpitted === 2)
+  // The tarpit full: MAX_HELD_REFUSALS held (in batches of 100, within the listen backlog), two of
+  // them clients that will hang up.
+  const held: Array<ReturnType<typeof rawStream>> = []
+  t.teardown(() => { for (const h of held) h.socket.destroy() })
+  while (held.length < MAX_HELD_REFUSALS) {
+    for (let i = 0; i < 100 && held.length < MAX_HELD_REFUSALS; i++) held.push(rawStream(port))
+    await waitFor(`${held.length} refusals held`, () => app.sse.stats().tarpitted === held.length, 10_000)
+  }
+  t.equal(app.sse.stats().refusalsHeld, MAX_HELD_REFUSALS, 'the tarpit is full')
+  const quitters = held.slice(0, 2)
   for (const q of quitters) q.socket.destroy()
-  await waitForConnections(app.server, 1)
+  await waitFor('the two places to be freed', () => app.sse.stats().refusalsHeld === MAX_HELD_REFUSALS - 2)
+  await waitForConnections(app.server, 1 + MAX_HELD_REFUSALS - 2)
   const next = [connect(port), connect(port)]
-  await waitFor('two more refusals', () => app.sse.stats().rejected === 4)
-  t.equal(app.sse.stats().tarpitted, 4, 'both held: the places of the clients that left were freed')
+  await waitFor('two more refusals', () => app.sse.stats().rejected === MAX_HELD_REFUSALS + 2)
+  t.equal(app.sse.stats().tarpitted, MAX_HELD_REFUSALS + 2, 'both held: the places of the clients that left were freed')
+  t.equal(app.sse.stats().refusalsHeld, MAX_HELD_REFUSALS, 'and the tarpit is full again')
+  const beyond = await connect(port)
+  await beyond.ended
+  t.same([beyond.status, app.sse.stats().tarpitted], [503, MAX_HELD_REFUSALS + 2], 'one more is answered at once: no place was left')
   t.equal(quitters.reduce((sum, q) => sum + q.received(), 0), 0, 'nothing was ever sent to the clients that left')
   holder.destroy()
   await app.close()

@@ -24,7 +24,7 @@ t.test('starts, says where and with which limits, serves, and on SIGTERM ends ev
   const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+),/.exec(message)?.[1])
   t.ok(port > 0, `listening on an ephemeral port: ${message}`)
   t.match(message, 'events at /api/events')
-  t.match(message, /maxClients 5, retryMs 5000, retryJitterMs 1000, retryAfterSeconds 5, .*maxAgeMs 120000, maxAgeJitterMs 60000/)
+  t.match(message, /maxClients 5, maxClientsPerKey 1, retryMs 5000, retryAfterSeconds 5, .*storm\.tarpitMs 5000, .*maxAgeMs 120000, /)
   t.match(message, 'trustProxy 127.0.0.1 (X-Forwarded-For believed from these)')
   t.equal(cli.stdout().split('\n').filter((l) => l.includes('listening')).length, 1, 'one start-up line')
 
@@ -137,7 +137,7 @@ t.test('--help prints the usage and exits 0 without listening', async (t) => {
   t.teardown(() => cli.child.kill('SIGKILL'))
   const { code } = await cli.exited
   t.equal(code, 0)
-  t.match(cli.stdout(), /^Usage: npm start -- \[options\]/)
+  t.match(cli.stdout(), /^Usage: tower \[options\]/)
   t.match(cli.stdout(), /--max-clients <integer>\s+TOWER_SSE_MAX_CLIENTS\s+200/)
   t.equal(cli.stderr(), '')
 })

@@ -12,11 +12,24 @@ import { chooseLogFormat } from '../lib/tower/logging'
 const kebab = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).replace('.', '-')}`
 const envName = (key: string): string => `TOWER_SSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).replace('.', '_').toUpperCase()}`
 
-/** Every plugin option Tower sets one value at a time, a group's keys as `group.key`, with its default (redis's need --redis). */
-const OPTIONS: Array<{ name: string, value: unknown, group?: string, key: string }> = Object.entries(DEFAULTS).flatMap(([name, value]) =>
-  typeof value === 'object' && value !== null
+/**
+ * Every plugin option Tower sets one value at a time, a group's keys as `group.key`, with its default
+ * (redis's need --redis). connectRate is off by default (false): its keys are SETTABLE_CONNECT_RATE.
+ */
+const OPTIONS: Array<{ name: string, value: unknown, group?: string, key: string }> = Object.entries(DEFAULTS).flatMap(([name, value]) => {
+  if (name === 'connectRate') return []
+  return typeof value === 'object' && value !== null
     ? Object.entries(value).map(([key, sub]) => ({ name: `${name}.${key}`, value: sub as unknown, group: name, key }))
-    : [{ name, value: value as unknown, key: name }])
+    : [{ name, value: value as unknown, key: name }]
+})
+/** connectRate's keys, with values to set (integers, as a rate's are). */
+const SETTABLE_CONNECT_RATE: typeof OPTIONS = [
+  { name: 'connectRate.perSecond', value: 20, group: 'connectRate', key: 'perSecond' },
+  { name: 'connectRate.burst', value: 40, group: 'connectRate', key: 'burst' }
+]
+/** What an option needs given beside it: --redis for a redis setting, a rate for a burst. */
+const needs = (option: typeof OPTIONS[number]): string[] =>
+  option.group === 'redis' ? ['--redis', 'redis://127.0.0.1:6379'] : option.name === 'connectRate.burst' ? ['--connect-rate-per-second', '20'] : []
 /** What the option reads in the options Tower hands the plugin. */
 const given = (sse: Record<string, unknown>, option: typeof OPTIONS[number]): unknown =>
   option.group === undefined ? sse[option.key] : (sse[option.group] as Record<string, unknown> | undefined)?.[option.key]
@@ -35,12 +48,12 @@ t.test('with nothing given: 127.0.0.1:4100 and exactly the plugin DEFAULTS', asy
 })
 
 t.test('every option in DEFAULTS is settable by flag and by environment, a group\'s as --group-key, typed like its default', async (t) => {
-  t.ok(OPTIONS.length > 20, `${OPTIONS.length} options`)
-  for (const option of OPTIONS) {
+  const settable = [...OPTIONS, ...SETTABLE_CONNECT_RATE]
+  t.ok(settable.length > 20, `${settable.length} options`)
+  for (const option of settable) {
     const text = String(option.value)
-    const redis = option.group === 'redis' ? ['--redis', 'redis://127.0.0.1:6379'] : []
-    const fromFlag = parseConfig([...redis, kebab(option.name), text], {})
-    const fromEnv = parseConfig(redis, { [envName(option.name)]: text })
+    const fromFlag = parseConfig([...needs(option), kebab(option.name), text], {})
+    const fromEnv = parseConfig(needs(option), { [envName(option.name)]: text })
     t.equal(given(fromFlag.sse as Record<string, unknown>, option), option.value, `${kebab(option.name)} ${text}`)
     t.equal(given(fromEnv.sse as Record<string, unknown>, option), option.value, `${envName(option.name)}=${text}`)
   }
@@ -102,8 +115,8 @@ const refusals: Array<[string, string[], NodeJS.ProcessEnv, string]> = [
   ['an unknown log format', ['--log-format', 'text'], {}, '--log-format must be pretty or json, got "text"'],
   ['a log format in the wrong case', [], { TOWER_LOG_FORMAT: 'JSON' }, 'TOWER_LOG_FORMAT must be pretty or json, got "JSON"'],
   ['a string option refused by the plugin', ['--reject-with', 'evict'], {}, '--reject-with: option "rejectWith"'],
-  ['a default made invalid by another value', ['--retry-ms', '500'], {},
-    '--retry-ms: option "retryMs" must be at least retryJitterMs (1000, its default: set retryJitterMs too), got 500'],
+  ['a default made invalid by another value', ['--retry-after-seconds', '90'], {},
+    '--retry-after-seconds: option "retryAfterSeconds" must be at most storm.maxRetryAfterSeconds (60, its default: set it too, or storm: false), got 90'],
   ['the stream on the stats route', ['--path', '/api/events/stats'], {},
     '--path: "/api/events/stats" is the stats route; the event stream needs a path of its own'],
   ['the stream on the metrics route', ['--path', '/metrics'], {},
@@ -316,7 +329,7 @@ t.test('log format: forced by --log-format or TOWER_LOG_FORMAT, else pretty only
 })
 
 t.test('negative integers are read as numbers and refused by the plugin, not as flags', async (t) => {
-  t.throws(() => parseConfig(['--retry-ms', '-5'], {}), { message: '--retry-ms: option "retryMs" must be an integer >= 0, got -5' })
+  t.throws(() => parseConfig(['--retry-ms', '-5'], {}), { message: '--retry-ms: option "retryMs" must be an integer between 0 and 3600000, got -5' })
 })
 
 t.test('--help wins over everything else and lists every option with its variable and default', async (t) => {
@@ -330,6 +343,7 @@ t.test('--help wins over everything else and lists every option with its variabl
     t.ok(row?.trimEnd().endsWith(` ${String(option.value)}`), `${kebab(option.name)} shows its default ${String(option.value)}`)
   }
   t.match(text, /--connect-rate-per-second <integer>\s+TOWER_SSE_CONNECT_RATE_PER_SECOND\s+off/)
+  t.match(text, /--connect-rate-burst <integer>\s+TOWER_SSE_CONNECT_RATE_BURST\s+perSecond/)
   t.match(text, /^Usage: tower \[options\]/, 'named as the bin a user runs (npx tower)')
   t.match(text, /--host <host>\s+HOST\s+127\.0\.0\.1/)
   t.match(text, /--port <integer>\s+PORT\s+4100/)

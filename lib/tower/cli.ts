@@ -69,7 +69,9 @@ async function main (): Promise<void> {
   if (cluster.isPrimary) for (const warning of config.warnings) app.log.warn(`tower: ${warning}`)
   const limits = describeLimits(config.limits)
   // The URL may carry passwords; the start-up line shows where, never them.
-  const bus = typeof config.sse.redis === 'string' ? `bus ${redactRedisUrl(config.sse.redis)}` : 'bus memory'
+  // Read from the normalised options: with a redis.* flag, `sse.redis` is a group ({ url, key, … }), not the URL.
+  const connection = config.limits.redis?.connection
+  const bus = typeof connection === 'string' ? `bus ${redactRedisUrl(connection)}` : 'bus memory'
   const guard = `hosts ${[...new Set([...DEFAULT_ALLOWED_HOSTS, ...config.allowedHosts])].join(' ')}, ` +
     `token ${config.token === undefined ? 'off' : 'required for notify'}, requestTimeoutMs ${config.requestTimeoutMs}, ${describeTrustProxy(config.trustProxy)}`
   try {
