@@ -2,7 +2,8 @@
 // manifest links back to the repository; every relative link of the packed README and docs lands on a
 // file inside the tarball; the tower bin prints its usage; tower-sse/client is the ESM build for
 // `import` and the CommonJS one for `require`, in Node and in TypeScript under NodeNext
-// (skipLibCheck off).
+// (skipLibCheck off). Named apart from package.test.ts and the packed-types files so that the suite
+// (tap takes files in name order, two at a time) does not run two npm installs side by side.
 import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -15,7 +16,7 @@ import { packAndInstall } from './fixtures/packed'
 const run = promisify(execFile)
 const TSC = require.resolve('typescript/bin/tsc')
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'tower-sse-package-readme-'))
+const dir = mkdtempSync(path.join(os.tmpdir(), 'tower-sse-published-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 
 /** Every link and image of a Markdown page that is neither a URL nor an anchor of the page itself. */
