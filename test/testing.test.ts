@@ -1,5 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
+import { Writable } from 'node:stream'
 import towerSse from '../lib'
 import { injectStream } from '../lib/testing'
 import { queryTopics } from './fixtures/app'
@@ -38,4 +39,31 @@ t.test('a refused stream: its status and body, and events() says the stream ende
   await refused.close()
   await held.close()
   t.equal(app.sse.size, 0)
+})
+
+t.test('close() is silent: no line at warn or above in the app\'s log (no `request errored: AbortError`), and the slot is free', async (t) => {
+  const lines: Array<{ level: number, msg: string }> = []
+  const stream = new Writable({
+    write (chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as { level: number, msg: string })
+      done()
+    }
+  })
+  const app = Fastify({ logger: { level: 'trace', stream } })
+  await app.register(towerSse, { maxClients: 1, initialEvent: () => ({ data: 'hi' }) })
+  app.get('/own', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({
+    stream: (async function * () { yield { data: 'own' } })(),
+    keepOpen: true
+  }))
+  t.teardown(() => app.close())
+  for (const url of ['/api/events', '/own', '/api/events']) {
+    const injected = await injectStream(app, url)
+    t.equal(injected.statusCode, 200, `${url}: the one slot is free again each time`)
+    await injected.events(1)
+    await injected.close()
+    t.equal(app.sse.size, 0, 'the slot is free once close() resolves')
+  }
+  t.equal(app.sse.stats().disconnected, 3, 'each counted as a client leaving')
+  t.ok(lines.some((line) => line.msg === 'incoming request'), 'the logger is on: Fastify logged the requests')
+  t.same(lines.filter((line) => line.level >= 40).map((line) => `${line.level} ${line.msg}`), [], 'nothing at warn, error or fatal')
 })
