@@ -78,71 +78,123 @@ t.test('every docs page is reachable from the README', async (t) => {
   t.same(PAGES.filter((page) => !reached.has(page)), [], 'no page only reachable by knowing its path')
 })
 
-t.test('the README is the short one, and its quick start registers the plugin as the package test runs it', async (t) => {
+t.test('the README is read in ten minutes: at most 200 lines, its two commands first, the quick start within the first 40', async (t) => {
   const text = readFileSync(path.join(ROOT, README), 'utf8')
-  const lines = text.split('\n').length
-  t.ok(lines <= 350, `README.md: ${lines} lines, at most 350`)
+  const lines = text.split('\n')
+  t.ok(lines.length <= 200, `README.md: ${lines.length} lines, at most 200`)
   for (const command of ['npm install && npm start', 'sh scripts/test-deps.sh && npm ci && npm test']) {
-    t.ok(text.includes(`\n${command} `), `the command at the top: ${command}`)
+    t.ok(lines.slice(0, 15).some((line) => line.startsWith(`${command} `)), `the command at the top: ${command}`)
   }
+  const quickStart = lines.findIndex((line) => line === '## Quick start')
+  t.ok(quickStart >= 0 && quickStart < 40, `the quick start at line ${quickStart + 1}`)
   const { tokens } = await readPage(README)
   const start = tokens.findIndex((token, i) => token.type === 'heading_open' && tokens[i + 1].content === 'Quick start')
-  const code = tokens.slice(start).find((token) => token.type === 'fence')?.content ?? ''
+  const code = tokens.slice(start).filter((token) => token.type === 'fence' && token.info === 'ts')[0]?.content ?? ''
   const register = /^await app\.register\(towerSse, \{\n[\s\S]*?^\}\)$/m.exec(code)?.[0]
   t.ok(register, 'the quick start registers the plugin')
   const example = readFileSync(path.join(ROOT, 'test', 'fixtures', 'package', 'example.mjs'), 'utf8')
   t.ok(register !== undefined && example.includes(register), 'test/fixtures/package/example.mjs registers it the same way')
 })
 
-t.test('the README\'s "Use it in your app" example type-checks (strict) and runs: 401 for anyone else, per-user topics, CORS, a per-request stream', async (t) => {
-  const { tokens } = await readPage(README)
-  const start = tokens.findIndex((token, i) => token.type === 'heading_open' && tokens[i + 1].content === 'Use it in your app')
-  // The app, then testing it with tower-sse/testing: one program.
-  const [appCode, testing] = tokens.slice(start).filter((token) => token.type === 'fence').slice(0, 2).map((token) => token.content)
-  const code = `${appCode}${testing}`
-  t.match(code, /eventStream: true/)
-  t.match(testing, /injectStream/)
+/** The TypeScript of a page, as programs: a block that starts with an import starts one, a block that does not goes on with the one before. */
+async function programs (page: string): Promise<string[]> {
+  const { tokens } = await readPage(page)
+  const found: string[] = []
+  for (const token of tokens) {
+    if (token.type !== 'fence' || token.info !== 'ts') continue
+    if (token.content.startsWith('import ') || found.length === 0) found.push(token.content)
+    else found[found.length - 1] += `\n${token.content}`
+  }
+  return found
+}
+
+/**
+ * A program as a file of test-artifacts/, importing the package from lib/ (to run it) or from the
+ * build's declarations in dist/ (to type-check it as a user's code is: against the published
+ * types, which is also quicker than checking lib/ again).
+ */
+function asArtifact (name: string, source: string, from: 'lib' | 'dist'): string {
   const dir = path.join(ROOT, 'test-artifacts')
   mkdirSync(dir, { recursive: true })
-  const source = code.replace("from 'tower-sse'", "from '../lib'").replace("from 'tower-sse/testing'", "from '../lib/testing'")
-  // As written (top-level await: an ES module), strict.
-  const checked = path.join(dir, 'readme-app-check.ts')
-  writeFileSync(checked, source)
+  const file = path.join(dir, `${name}.ts`)
+  const entries = from === 'lib'
+    ? { '': '../lib', '/testing': '../lib/testing', '/client': '../lib/client/index.ts', '/mcp': '../lib/mcp' }
+    : { '': '../dist/index.js', '/testing': '../dist/testing.js', '/client': '../dist/client/index.js', '/mcp': '../dist/mcp.js' }
+  writeFileSync(file, source.replace(/from 'tower-sse(|\/testing|\/client|\/mcp)'/g, (_all, entry: keyof typeof entries) => `from '${entries[entry]}'`))
+  return file
+}
+
+t.test('every TypeScript block of the README and the docs type-checks, strict, as the page gives it, against the built types', async (t) => {
+  const files: string[] = []
+  for (const page of PAGES) {
+    const found = await programs(page)
+    found.forEach((source, i) => files.push(asArtifact(`doc-${page.replace(/[/.]/g, '-')}-${i}`, `${source}\nexport {}\n`, 'dist')))
+  }
+  t.ok(files.length >= 8, `${files.length} programs`)
   const ts = await import('typescript')
-  const program = ts.createProgram([checked], {
-    strict: true, noEmit: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ES2022, moduleResolution: ts.ModuleResolutionKind.Bundler, esModuleInterop: true, skipLibCheck: true
+  const program = ts.createProgram(files, {
+    strict: true,
+    noEmit: true,
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.ES2022,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+    esModuleInterop: true,
+    skipLibCheck: true,
+    allowImportingTsExtensions: true,
+    lib: ['lib.es2022.d.ts', 'lib.dom.d.ts']
   })
-  const problems = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
+  const problems = ts.getPreEmitDiagnostics(program)
+    .filter((d) => d.file !== undefined && files.includes(path.resolve(d.file.fileName)))
+    .map((d) => `${path.basename(d.file?.fileName ?? '')}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`)
   t.same(problems, [], 'no type error')
-  // Run: the same body in a function (the loader here is CommonJS), listening on a free port.
-  const lines = source.replace(/^declare module[\s\S]*?^}\n/m, '').replace('port: 4100', 'port: 0').split('\n')
+})
+
+/** Runs a README program: its body in a function returning `app`, listening on a free port. */
+async function runReadme (heading: string): Promise<import('fastify').FastifyInstance> {
+  const { tokens } = await readPage(README)
+  const start = tokens.findIndex((token, i) => token.type === 'heading_open' && tokens[i + 1].content === heading)
+  const source = tokens.slice(start).find((token) => token.type === 'fence' && token.info === 'ts')?.content ?? ''
+  const lines = source.split('\n')
   const imports = lines.filter((line) => line.startsWith('import '))
-  const body = lines.filter((line) => !line.startsWith('import '))
-  const runnable = path.join(dir, 'readme-app-run.ts')
-  writeFileSync(runnable, `${imports.join('\n')}\nexport async function run () {\n${body.join('\n')}\nreturn { app, event }\n}\n`)
-  const { run } = require(runnable) as { run: () => Promise<{ app: import('fastify').FastifyInstance, event: { data: string } }> }
-  const { app, event } = await run()
+  const body = lines.filter((line) => !line.startsWith('import ')).join('\n').replace('port: 4100', 'port: 0')
+  const file = asArtifact(`readme-run-${heading.replace(/\W+/g, '-').toLowerCase()}`, `${imports.join('\n')}\nexport async function run () {\n${body}\nreturn app\n}\n`, 'lib')
+  const { run } = require(file) as { run: () => Promise<import('fastify').FastifyInstance> }
+  const app = await run()
+  if (app.server.address() === null) await app.listen({ host: '127.0.0.1', port: 0 })
+  return app
+}
+
+const portOf = (app: import('fastify').FastifyInstance): number => (app.server.address() as import('node:net').AddressInfo).port
+
+t.test('the README\'s routes example runs: per-user topics, each user\'s own events only', async (t) => {
+  const app = await runReadme('Streams in your routes')
   t.teardown(() => app.close())
-  const port = (app.server.address() as import('node:net').AddressInfo).port
-  const anonymous = await connect(port, '/api/me/events')
-  t.equal(event.data, 'for alice', 'the README\'s injectStream read her event')
-  t.same([app.sse.stats().accepted, app.sse.size], [1, 0], 'and its close() freed the slot')
-  t.equal(anonymous.status, 401, 'the app\'s own 401')
-  const alice = await connect(port, '/api/me/events', { authorization: 'Bearer alice-token', origin: 'https://app.example' })
-  t.equal(alice.status, 200)
-  t.equal(alice.headers['access-control-allow-origin'], 'https://app.example')
-  t.equal(alice.headers['access-control-allow-credentials'], 'true')
+  const alice = await connect(portOf(app), '/api/me/events', { authorization: 'Bearer alice-token' })
+  const other = await connect(portOf(app), '/api/me/events')
+  t.same([alice.status, other.status], [200, 200])
   await app.sse.broadcast('for bob', { topic: 'user:bob' })
   await app.sse.broadcast('for alice', { topic: 'user:alice' })
   t.equal((await alice.nextEvent(0)).data, 'for alice', 'only her own topic')
-  const job = await connect(port, '/api/jobs/7/log', { authorization: 'Bearer alice-token' })
-  t.equal(job.status, 200)
-  const logged = await job.nextEvent(0)
-  t.same([logged.event, logged.data, logged.id], ['log', 'job 7: started', undefined], 'the per-request stream\'s own event')
-  t.equal(app.sse.size, 2, 'both routes on one registry')
-  t.same(alice.events.map((e) => e.data), ['for alice'], 'and the other stream never saw it')
+  await app.sse.broadcast('for everyone')
+  t.equal((await other.nextEvent(0)).data, 'for everyone', 'and the untopiced ones')
   alice.destroy()
-  job.destroy()
+  other.destroy()
+})
+
+t.test('the README\'s answer runs: its tokens, then `end`; a resume after a cut gets the rest; then 204', async (t) => {
+  const app = await runReadme('Streaming an answer')
+  t.teardown(() => app.close())
+  const ask = (headers: Record<string, string> = {}): ReturnType<typeof connect> =>
+    connect(portOf(app), '/api/answers', { 'content-type': 'application/json', ...headers }, { method: 'POST', body: '{"question":"why"}' })
+  const whole = await ask()
+  await whole.ended
+  t.same(whole.events.map((e) => e.event === 'token' ? e.data : e.event), ['You', 'asked:', 'why', 'end'])
+  const resumed = await ask({ 'last-event-id': whole.events[0].id as string })
+  await resumed.ended
+  t.same(resumed.events.map((e) => e.event === 'token' ? e.data : e.event), ['asked:', 'why', 'end'], 'the rest, once, in order')
+  const done = await ask({ 'last-event-id': whole.events.at(-1)?.id as string })
+  await done.ended
+  t.equal(done.status, 204)
 })
 
 t.test('benchmarks/README.md counts the benchmarks and has a row for each npm run bench:* script', async (t) => {

@@ -260,6 +260,8 @@ export class StreamOpener {
       const info: SseClientInfo = { ...plan, expiresAt: expiresAt(plan), topics }
       return chain(typeof initial === 'function' ? initial(info, request) : initial ?? undefined, (first) => {
         const prepared = { plan, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first), resumable }
+        // Answered meanwhile (a forgotten return): its onSend hooks ran on that answer already.
+        if (reply.sent) return prepared
         // Last, once the app's callbacks have run: the headers its onSend hooks set (a cookie, a session).
         for (const [name, value] of Object.entries(STREAM_HEADERS)) reply.header(name, value)
         return chain(this.runOnSend(request, reply), () => prepared)
