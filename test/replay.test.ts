@@ -82,22 +82,24 @@ t.test('a replay from the ring larger than the client\'s unsent-bytes budget is 
   for (const c of [near, far]) c.destroy()
 })
 
-t.test('malformed or over-long Last-Event-ID is ignored: no replay, no resync', async (t) => {
+t.test('a malformed or over-long Last-Event-ID is none the bus issued: a resync first, then live events; nothing injected', async (t) => {
   const { app, port } = await startApp()
   t.teardown(() => app.close())
   app.sse.broadcast('x')
   const epoch = (app.sse.lastEventId as string).split('-')[0]
-  const bad = ['hello', `${epoch}-0`, `${epoch}-01`, `${epoch}-1 `, `${epoch}-${'9'.repeat(20)}`, `${epoch}-1`.padEnd(1025, '0')]
+  const bad = ['hello', `${epoch}-0`, `${epoch}-01`, `${epoch}-${'9'.repeat(20)}`, `${epoch}-1`.padEnd(1025, '0')]
   for (const id of bad) {
     const c = await connect(port, '/api/events', { 'last-event-id': id })
+    const first = await c.nextEvent(0)
     app.sse.broadcast('live')
-    const e = await c.nextEvent(0)
-    t.equal(e.data, 'live', `${id.slice(0, 30)}… is ignored`)
+    t.same([first.event, JSON.parse(first.data).reason, (await c.nextEvent(1)).data], ['resync', 'unknown', 'live'], `${id.slice(0, 30)}…`)
     c.destroy()
   }
   const viaQuery = await connect(port, `/api/events?lastEventId=${encodeURIComponent(`${epoch}-1\n\ndata: injected`)}`)
+  const first = await viaQuery.nextEvent(0)
   app.sse.broadcast('live')
-  t.equal((await viaQuery.nextEvent(0)).data, 'live', 'an id with a line break is ignored, nothing injected')
+  t.same([first.event, (await viaQuery.nextEvent(1)).data], ['resync', 'live'], 'an id with a line break: resynced, nothing injected')
+  t.notMatch(viaQuery.body, /injected/)
   viaQuery.destroy()
 })
 

@@ -196,7 +196,7 @@ t.test('the unsent-bytes budget is inclusive: a frame that fills it exactly is q
   t.same(ended, ['dropped'])
 })
 
-t.test('a writer that waits for room again and again adds one listener for the stream\'s end, not one per wait', async (t) => {
+t.test('a writer that waits for room again and again leaves nothing behind each wait: no listener for the stream\'s end, no drain listener', async (t) => {
   const frame = Buffer.from(`:${'x'.repeat(256 * 1024)}\n\n`)
   const server = http.createServer()
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -214,8 +214,10 @@ t.test('a writer that waits for room again and again adds one listener for the s
   let endListeners = 0
   const whenOver = stream.whenOver.bind(stream)
   stream.whenOver = (fn) => { endListeners++; whenOver(fn) }
+  const drainListeners = socket.listenerCount('drain')
   const rounds = 8
   const backpressured: boolean[] = []
+  const leftAfter: number[] = []
   for (let round = 0; round < rounds; round++) {
     reader.pause()
     // Fill the kernel's buffers and the socket's until one more frame would pass the budget.
@@ -227,8 +229,10 @@ t.test('a writer that waits for room again and again adds one listener for the s
     const fitted = stream.whenFits(frame.length)
     reader.resume()
     t.equal(await fitted, true, `round ${round}: room again once the reader read`)
+    leftAfter.push(socket.listenerCount('drain') - drainListeners)
   }
   t.same(backpressured, Array(rounds).fill(true), `each of the ${rounds} waits was for the transport's drain`)
-  t.equal(endListeners, 1, `${rounds} waits share one promise of the stream's end`)
+  t.equal(endListeners, 0, `${rounds} waits add no listener for the stream's end (one pending per wait would pile up on a long stream)`)
+  t.same(leftAfter, Array(rounds).fill(0), 'and no drain listener outlives its wait')
   stream.end('expired')
 })

@@ -219,20 +219,24 @@ export class RedisBus implements Bus {
     const from = streamId(after)
     // Whether Redis holds `after` at all, before any range is read: an id it never had (forged, from
     // the future) or has trimmed costs one entry, not a history's worth of them.
-    const probe = this.publisher.multi().xrange(this.streamKey, from, from).xrange(this.streamKey, '-', '+', 'COUNT', 1).exec() as Promise<Array<[Error | null, StreamEntry[]]> | null>
-    return probe.then((replies) => {
-      if (replies === null) throw new Error('tower-sse: a resume\'s read was aborted')
-      const [[heldError, held], [oldestError, oldest]] = replies
-      if (heldError !== null || oldestError !== null) throw heldError ?? oldestError
-      if (held.length === 0) {
-        const first = oldest[0]?.[0]
-        return { kind: 'gone', reason: first !== undefined && compareStreamIds(from, first) < 0 ? 'too-old' : 'unknown' } as const
-      }
+    const probe = this.publisher.xrange(this.streamKey, from, from) as Promise<StreamEntry[]>
+    return probe.then(async (held) => {
+      if (held.length === 0) return await this.absent(from)
       if (comparePositions(upTo, after) <= 0) return judgeRange(held, after, upTo, this.options.historyEvents)
       // `after` itself is read too: its sequence number is where the contiguous run must start.
       const reading = this.publisher.xrange(this.streamKey, from, streamId(upTo), 'COUNT', this.options.historyEvents + 2) as Promise<StreamEntry[]>
       return reading.then((entries) => judgeRange(entries, after, upTo, this.options.historyEvents))
     })
+  }
+
+  /**
+   * Why Redis does not hold the entry `streamId` of the epoch it is in: trimmed or deleted (older
+   * than its newest entry), or never issued at all (past it: forged, from the future).
+   */
+  private async absent (streamId: string): Promise<BusRead> {
+    const newest = await this.publisher.xrevrange(this.streamKey, '+', '-', 'COUNT', 1) as StreamEntry[]
+    const last = newest[0]?.[0]
+    return { kind: 'gone', reason: last !== undefined && compareStreamIds(streamId, last) < 0 ? 'too-old' : 'unknown' }
   }
 
   /**
