@@ -133,10 +133,15 @@ export function bodySocket (res: ServerResponse): Socket | null {
   return socket
 }
 
+/** Fastify's symbol for a request's route context, found on the first request (one per Fastify copy). */
+let contextSymbol: symbol | undefined
+
 /** The route's context Fastify keeps on each request (its hooks, bound), under `Symbol('fastify.context')`. */
 export function routeContext<T> (request: FastifyRequest): T | undefined {
-  const symbol = Object.getOwnPropertySymbols(request).find((s) => s.description === 'fastify.context')
-  return symbol === undefined ? undefined : (request as unknown as Record<symbol, T>)[symbol]
+  if (contextSymbol === undefined || !Object.hasOwn(request, contextSymbol)) {
+    contextSymbol = Object.getOwnPropertySymbols(request).find((s) => s.description === 'fastify.context')
+  }
+  return contextSymbol === undefined ? undefined : (request as unknown as Record<symbol, T>)[contextSymbol]
 }
 
 /**

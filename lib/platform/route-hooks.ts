@@ -27,6 +27,17 @@ export function runOnSendHooks (request: FastifyRequest, reply: FastifyReply): v
   return ran.then(unencoded)
 }
 
+/** How many onSend hooks the route has, its context's included. */
+export function onSendHookCount (request: FastifyRequest): number {
+  return routeContext<{ onSend?: OnSendHook[] | null }>(request)?.onSend?.length ?? 0
+}
+
+/** Whether the route has onResponse hooks (request logging, metrics) to run. */
+export function hasOnResponseHooks (request: FastifyRequest): boolean {
+  const hooks = routeContext<{ onResponse?: OnResponseHook[] | null }>(request)?.onResponse
+  return hooks != null && hooks.length > 0
+}
+
 /** Runs the route's onResponse hooks once; their errors are logged, as Fastify logs them. */
 export function runOnResponseHooks (request: FastifyRequest, reply: FastifyReply): void {
   const hooks = routeContext<{ onResponse?: OnResponseHook[] | null }>(request)?.onResponse

@@ -7,7 +7,7 @@ import { jittered } from '../shared/jitter'
 import type { Clocks } from '../shared/clocks'
 import { MAX_TIMER_MS } from '../shared/option-rules'
 import { hasLeft } from '../platform/internals'
-import { runOnResponseHooks, runOnSendHooks } from '../platform/route-hooks'
+import { hasOnResponseHooks, onSendHookCount, runOnResponseHooks, runOnSendHooks } from '../platform/route-hooks'
 import type { KeyFn } from '../admission/request-key'
 import type { Registry } from '../streams/registry'
 import type { FanOut } from '../streams/fan-out'
@@ -186,7 +186,7 @@ export class StreamOpener {
     subscriber.open(status, withReplyHeaders(reply, STREAM_HEADERS), initialFrame.length === 0 ? ticket.retryFrame : Buffer.concat([ticket.retryFrame, initialFrame]))
     // Fastify runs the route's onResponse hooks on a response that finishes; a stream the client
     // leaves never does, so they run here then (request logging, metrics).
-    reply.raw.once('close', () => { if (!reply.raw.writableFinished) runOnResponseHooks(request, reply) })
+    if (hasOnResponseHooks(request)) reply.raw.once('close', () => { if (!reply.raw.writableFinished) runOnResponseHooks(request, reply) })
     this.registry.add(subscriber)
     const handle = new OpenStream(subscriber)
     if (decision !== undefined && resumable !== undefined && source !== undefined) {
@@ -256,12 +256,11 @@ export class StreamOpener {
       }
       const lastEventId = resumable !== undefined ? null : asked.lastEventId !== undefined ? resumePointOf(asked.lastEventId) : lastEventIdOf(request)
       const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? settings.initialEvent
-      const topics: SseClientInfo['topics'] = plan.grant === ALL_TOPICS ? ALL_TOPICS : [...plan.grant]
-      const info: SseClientInfo = { ...plan, expiresAt: expiresAt(plan), topics }
-      return chain(typeof initial === 'function' ? initial(info, request) : initial ?? undefined, (first) => {
+      return chain(typeof initial === 'function' ? initial(infoOf(plan), request) : initial ?? undefined, (first) => {
         const prepared = { plan, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first), resumable }
-        // Answered meanwhile (a forgotten return): its onSend hooks ran on that answer already.
-        if (reply.sent) return prepared
+        // Answered meanwhile (a forgotten return): its onSend hooks ran on that answer already. And
+        // a route whose one onSend hook is the plugin's own (a forgotten return's) has none to run.
+        if (reply.sent || onSendHookCount(request) <= 1) return prepared
         // Last, once the app's callbacks have run: the headers its onSend hooks set (a cookie, a session).
         for (const [name, value] of Object.entries(STREAM_HEADERS)) reply.header(name, value)
         return chain(this.runOnSend(request, reply), () => prepared)
@@ -320,4 +319,10 @@ function answerWithoutStream (reply: FastifyReply, status: 204 | 404): void {
   const error = new StreamNotFoundError()
   openUntilClose(reply.raw, 404, withReplyHeaders(reply, { 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' }))
   endAndClose(reply.raw, JSON.stringify({ statusCode: 404, code: error.code, error: 'Not Found', message: error.message }))
+}
+
+/** What initialEvent is shown of a stream about to open. */
+function infoOf (plan: StreamPlan): SseClientInfo {
+  const topics: SseClientInfo['topics'] = plan.grant === ALL_TOPICS ? ALL_TOPICS : [...plan.grant]
+  return { id: plan.id, key: plan.key, remoteAddress: plan.remoteAddress, connectedAt: plan.connectedAt, expiresAt: expiresAt(plan), topics }
 }

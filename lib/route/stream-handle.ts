@@ -25,53 +25,45 @@ export interface StreamHandle {
 }
 
 /**
- * The handle of an open stream. It lets go of the stream when it ends, so a handle the app keeps
- * holds nothing of a closed connection; its signal is made only when asked for.
+ * The handle of an open stream. It asks nothing of the stream until the app does (most handles
+ * are never looked at), and the stream it points to lets go of its connection when it ends, so a
+ * handle the app keeps holds nothing of a closed one.
  */
 export class OpenStream implements StreamHandle, StreamContext {
   readonly opened = true
   readonly id: string
-  private subscriber: Subscriber | null
   private controller: AbortController | null = null
-  private reason: StreamEnd | null = null
 
-  constructor (subscriber: Subscriber) {
+  constructor (private readonly subscriber: Subscriber) {
     this.id = subscriber.id
-    this.subscriber = subscriber
-    subscriber.whenOver(() => {
-      this.reason = subscriber.endReason ?? 'disconnected'
-      this.subscriber = null
-      this.controller?.abort(this.reason)
-    })
   }
 
   get isOpen (): boolean {
-    return this.subscriber !== null
+    return !this.subscriber.isOver
   }
 
   get signal (): AbortSignal {
     if (this.controller === null) {
-      this.controller = new AbortController()
-      if (this.reason !== null) this.controller.abort(this.reason)
+      const controller = new AbortController()
+      this.controller = controller
+      this.onClose((reason) => controller.abort(reason))
     }
     return this.controller.signal
   }
 
   send (event: SseEvent): boolean {
-    const frame = encodeEvent(event)
-    return this.subscriber?.write(frame) ?? false
+    return this.subscriber.write(encodeEvent(event))
   }
 
   end (): void {
-    const subscriber = this.subscriber
-    if (subscriber === null) return
-    subscriber.write(END_FRAME)
-    subscriber.end('ended')
+    if (this.subscriber.isOver) return
+    this.subscriber.write(END_FRAME)
+    this.subscriber.end('ended')
   }
 
   onClose (fn: (reason: StreamEnd) => void): void {
-    if (this.subscriber === null) fn(this.reason ?? 'disconnected')
-    else this.subscriber.whenOver(() => fn(this.reason ?? 'disconnected'))
+    const { subscriber } = this
+    subscriber.whenOver(() => fn(subscriber.endReason ?? 'disconnected'))
   }
 }
 

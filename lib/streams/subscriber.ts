@@ -59,6 +59,9 @@ export const STREAM_HEADERS = Object.freeze({
   'x-accel-buffering': 'no'
 })
 
+/** Where an ended stream's frames go: nowhere, and nothing is unsent. */
+const CLOSED: StreamSink = Object.freeze({ write: () => {}, writableLength: 0, needsDrain: false, onceDrained: (fn: () => void) => fn() })
+
 /** Ends the server gives up on: no last frame, the connection is cut. */
 const ABANDONED: ReadonlySet<CloseReason> = new Set(['dropped', 'deadSwept'])
 
@@ -89,10 +92,14 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   private flushedAtLastBeat = 0
   private unsentAtLastBeat = 0
   private expiryTimer: NodeJS.Timeout | undefined
-  /** Called once when the stream is over (a per-request stream's pump waits on it). */
-  private readonly onEnd: Array<() => void> = []
+  /** Called once when the stream is over (made on first use: most streams never need one). */
+  private onEnd: Array<() => void> | null = null
 
-  constructor (plan: StreamPlan, private readonly res: ServerResponse, private readonly context: StreamContext) {
+  /** The response, until the stream is over: let go then, so that nothing kept of the stream (a handle) keeps its connection. */
+  private res: ServerResponse | null
+
+  constructor (plan: StreamPlan, res: ServerResponse, private readonly context: StreamContext) {
+    this.res = res
     this.id = plan.id
     this.key = plan.key
     this.remoteAddress = plan.remoteAddress
@@ -111,11 +118,12 @@ export class Subscriber implements SseClientInfo, TurnTarget {
 
   /** Sends the head and the first frames in one write, and arms the expiry timer. */
   open (status: number, headers: OutgoingHttpHeaders, firstFrames: Buffer): void {
-    this.res.on('close', () => this.finish('disconnected'))
-    openUntilClose(this.res, status, headers)
+    const res = this.res as ServerResponse
+    res.on('close', () => this.finish('disconnected'))
+    openUntilClose(res, status, headers)
     this.queuedBytes += firstFrames.length
-    this.res.write(firstFrames)
-    this.sink = sinkOf(this.res)
+    res.write(firstFrames)
+    this.sink = sinkOf(res)
     const { lifetime } = this
     if (lifetime !== null) {
       this.expiryTimer = setTimeout(() => this.end(lifetime.reason), lifetime.ms)
@@ -167,14 +175,15 @@ export class Subscriber implements SseClientInfo, TurnTarget {
    * but live reader keeps making progress and is left alone.
    */
   heartbeat (frame: Buffer): void {
-    if (this.finished) return
-    if (hasLeft(this.res)) {
+    const { res } = this
+    if (this.finished || res === null) return
+    if (hasLeft(res)) {
       this.end('deadSwept')
       return
     }
     const flushed = this.queuedBytes - this.sink.writableLength
     // A reader taking a burst slowly shows its progress only in the transport's queue (see platform/internals.ts).
-    const unsent = unsentBytes(this.res)
+    const unsent = unsentBytes(res)
     const progressed = flushed !== this.flushedAtLastBeat || unsent < this.unsentAtLastBeat
     this.flushedAtLastBeat = flushed
     this.unsentAtLastBeat = unsent
@@ -188,7 +197,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   }
 
   /** The waits under way (whileOpen), woken when the stream ends; each removes itself when it settles. */
-  private readonly waits = new Set<() => void>()
+  private waits: Set<() => void> | null = null
   /** Why the stream ended (null while it is open). */
   private ended: CloseReason | null = null
 
@@ -203,7 +212,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   /** Calls `fn` once the stream is over, however it ends (at once if it already is). */
   whenOver (fn: () => void): void {
     if (this.finished) fn()
-    else this.onEnd.push(fn)
+    else (this.onEnd ??= []).push(fn)
   }
 
   /**
@@ -230,7 +239,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
   whileOpen<T> (promise: PromiseLike<T>): Promise<T | undefined> {
     if (this.finished) return Promise.resolve(undefined)
     // The reactions on `promise` reach the set of waits, never the stream itself.
-    const waits = this.waits
+    const waits = this.waits ??= new Set()
     return new Promise<T | undefined>((resolve, reject) => {
       const wake = (): void => resolve(undefined)
       waits.add(wake)
@@ -249,11 +258,12 @@ export class Subscriber implements SseClientInfo, TurnTarget {
    * ends and the server closes the socket — or, for a stream given up on, the socket is cut.
    */
   end (reason: CloseReason): void {
-    if (this.finished) return
+    const { res } = this
+    if (this.finished || res === null) return
     if (ABANDONED.has(reason)) {
       this.finish(reason)
       // Its queued bytes would only delay the close of a client we are giving up on.
-      this.res.destroy()
+      res.destroy()
     } else {
       // A stream at its budget ends without it: its first retry: stands.
       const retry = this.context.retryFrame()
@@ -262,7 +272,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
       const last = this.queue.take()
       if (last !== undefined) this.queuedBytes += last.length
       this.finish(reason)
-      endAndClose(this.res, last)
+      endAndClose(res, last)
     }
   }
 
@@ -270,13 +280,17 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     if (this.finished) return
     this.finished = true
     this.ended = reason
+    this.res = null
+    this.sink = CLOSED
     // A stream that is over sends nothing more: what it had queued is let go.
     this.queue.clear()
     clearTimeout(this.expiryTimer)
     this.context.finished(this, reason)
-    for (const fn of this.onEnd.splice(0)) fn()
-    for (const wake of this.waits) wake()
-    this.waits.clear()
+    const { onEnd, waits } = this
+    this.onEnd = null
+    this.waits = null
+    for (const fn of onEnd ?? []) fn()
+    for (const wake of waits ?? []) wake()
   }
 }
 
