@@ -1,5 +1,5 @@
 import t from 'tap'
-import { open, received, DETECT_MS, RECOVER_MS, relayedPair as pair, server } from './fixtures/bus-instances'
+import { open, reaches, received, relayedPair as pair, server, STATE_SAFETY_NET_MS } from './fixtures/bus-instances'
 import { isReader, startFaultRelay } from '../benchmarks/lib/fault-relay'
 import { waitFor } from './fixtures/sse-connection'
 import { frozenClock } from './fixtures/moved-clock'
@@ -22,10 +22,10 @@ t.test('deaf longer than busDeafCloseMs: every stream gets a resync and a jitter
   t.teardown(() => tower.app.close())
   t.same(await request(tower.port, 'GET', '/api/ready').then((r) => [r.status, JSON.parse(r.body)]), [200, { ready: true, bus: 'up' }])
   const streams = await Promise.all([open(t, tower), open(t, tower)])
-  await waitFor('both open', () => tower.app.sse.size === 2)
+  await waitFor('both open', () => tower.app.sse.size === 2, STATE_SAFETY_NET_MS)
 
   relay.halfOpen()
-  await waitFor('the streams to be told and ended', () => streams.every((c) => c.isEnded()), DETECT_MS + 1000)
+  await reaches(t, 'the streams to be told and ended', () => streams.every((c) => c.isEnded()))
   for (const c of streams) {
     const resync = c.events.find((e) => e.event === 'resync')
     t.match(JSON.parse(resync?.data ?? '{}'), { reason: 'bus-deaf' }, 'told: a resync naming why')
@@ -54,10 +54,10 @@ t.test('deaf longer than busDeafCloseMs: every stream gets a resync and a jitter
   t.ok(waits.every((s) => s >= 4 && s <= 8), `Retry-After unwidened by the storm (${waits.join(', ')})`)
 
   relay.heal()
-  await waitFor('the bus up again', () => tower.app.sse.stats().bus.state === 'up', RECOVER_MS)
+  await reaches(t, 'the bus up again', () => tower.app.sse.stats().bus.state === 'up')
   t.equal((await request(tower.port, 'GET', '/api/ready')).status, 200, 'ready again')
   await open(t, tower)
-  await waitFor('a new stream admitted again', () => tower.app.sse.size === 1)
+  await waitFor('a new stream admitted again', () => tower.app.sse.size === 1, STATE_SAFETY_NET_MS)
 })
 
 t.test('the reader on another server than the publisher (it reads, but not what is published): the probe says down', async (t) => {
@@ -67,8 +67,16 @@ t.test('the reader on another server than the publisher (it reads, but not what 
   relay.drop(isReader)
   // The reader reconnected there and reads: ready by every connection state ioredis has.
   while (await other.calls('xread') < 2) await new Promise((resolve) => setTimeout(resolve, 50))
-  await waitFor('A to say down', () => a.app.sse.stats().bus.state === 'down', DETECT_MS)
-  await new Promise((resolve) => setTimeout(resolve, 1000))
-  t.equal(a.app.sse.stats().bus.state, 'down', 'and stays down while its reader hears nothing it publishes')
+  await reaches(t, 'A to say down', () => a.app.sse.stats().bus.state === 'down')
+  // Looked at until the reader has made two more reads there (one of them whole, from its start to
+  // its answer), rather than for a wall-clock second: the reader reads on, and A still says down.
+  const seen = new Set<string>()
+  const readsBefore = await other.calls('xread')
+  while (await other.calls('xread') < readsBefore + 2) {
+    seen.add(a.app.sse.stats().bus.state)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  seen.add(a.app.sse.stats().bus.state)
+  t.same([...seen], ['down'], 'and stays down while its reader hears nothing it publishes')
   t.same(received(onA).filter((n) => n !== 'resync'), [0])
 })
