@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import net from 'node:net'
 import Fastify from 'fastify'
 import t from 'tap'
@@ -92,6 +93,25 @@ t.test('the bare 503 route refuses everything on tower-sse\'s terms', async (t) 
   t.same(counts(), { admitted: 0, rejected: 1, evicted: 0, expired: 0, open: 0 })
 })
 
+/**
+ * A loopback port that refuses every connection and that nothing else can listen on until the test
+ * ends: the local end of a connection the test keeps open (the kernel answers a connect there with
+ * a reset, and a bind to it fails with EADDRINUSE). A port listened on and closed again is free for
+ * the next listen(0) anywhere on the machine: under the suite another test's server took it once,
+ * and these clients were answered instead of refused.
+ */
+async function refusingPort (t: tap.Test): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const holder = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1')
+  await once(holder, 'connect')
+  t.teardown(() => {
+    holder.destroy()
+    server.close()
+  })
+  return holder.localPort as number
+}
+
 const SETTINGS: PopulationSettings = { hammerDelayMs: 50, stormRate: 40, maxSeconds: 30 }
 
 /** Starts `size` clients of a population against `port`, stopped when the test ends. */
@@ -142,10 +162,7 @@ t.test('populations react to a stream and a refusal as their clients do', async 
     t.ok(cannoned.snapshot().attempts >= 3, 'autocannon counted its attempts too')
   })
   t.test('failed attempts are counted by their system error code', async (t) => {
-    const server = net.createServer()
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const port = (server.address() as net.AddressInfo).port
-    await new Promise((resolve) => server.close(resolve))
+    const port = await refusingPort(t)
     const hammered = populate(t, startHammers, port, 1)
     const browsed = populate(t, startBrowsers, port, 1)
     await waitFor('refused connections', () => (hammered.snapshot().errors.ECONNREFUSED ?? 0) >= 2 &&

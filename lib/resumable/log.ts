@@ -61,8 +61,11 @@ export interface ResumableLog {
   finish: (id: string, outcome: LogOutcome) => Promise<boolean>
   /** Entries after `after`, at most `limit`; null when there is no such log (never was, or expired). */
   read: (id: string, after: number, limit: number) => Promise<LogRead | null>
-  /** Calls `changed(id)` whenever a log is appended to or ended, on any instance: a hint to read. */
-  watch: (changed: (id: string) => void) => void
+  /**
+   * Calls `changed(id)` whenever a log is appended to or ended, on any instance: a hint to read;
+   * `changed(null)` when any log may have moved unheard (a shared log's listener just (re)connected).
+   */
+  watch: (changed: (id: string | null) => void) => void
   /** Proves this instance's producers of `ids` alive (a shared log; the memory log has nothing to prove). */
   heartbeat: (ids: readonly string[]) => Promise<void>
   /** Ends, as `error` TOWER_SSE_PRODUCER_LOST, each log of `ids` still running whose producer has not proven itself alive for `silentMs`. */

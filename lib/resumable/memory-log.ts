@@ -19,7 +19,7 @@ interface Kept {
  */
 export class MemoryLog implements ResumableLog {
   private readonly logs = new Map<string, Kept>()
-  private readonly watchers: Array<(id: string) => void> = []
+  private readonly watchers: Array<(id: string | null) => void> = []
   private readonly key = randomBytes(32)
 
   async secret (): Promise<Buffer> {
@@ -63,7 +63,7 @@ export class MemoryLog implements ResumableLog {
     return { meta: metaOf(kept), entries: kept.entries.slice(from, from + limit), first: kept.first }
   }
 
-  watch (changed: (id: string) => void): void {
+  watch (changed: (id: string | null) => void): void {
     this.watchers.push(changed)
   }
 

@@ -97,7 +97,8 @@ export class RedisLog implements ResumableLog {
   private readonly origin = randomBytes(9).toString('base64url')
   private readonly channel: string
   private listener: RedisConnection | null = null
-  private readonly watchers: Array<(id: string) => void> = []
+  private closed = false
+  private readonly watchers: Array<(id: string | null) => void> = []
 
   constructor (private readonly redis: RedisConnection, private readonly redisKey: string) {
     this.channel = `${keyPrefix(redisKey)}:r-changed`
@@ -116,6 +117,7 @@ export class RedisLog implements ResumableLog {
   }
 
   async create (id: string, owner: string, ttlMs: number, label?: string): Promise<{ created: true } | { created: false, meta: LogMeta }> {
+    this.listen()
     const [meta] = this.keys(id)
     const reply = await this.command('towerSseLogCreate')(meta, owner, ttlMs, this.origin, label ?? '', RUNNING_SLACK_MS) as [number, string?, string?, string?, string?]
     if (reply[0] === 1) return { created: true }
@@ -134,6 +136,7 @@ export class RedisLog implements ResumableLog {
   }
 
   async read (id: string, after: number, limit: number): Promise<LogRead | null> {
+    this.listen()
     const [meta, log] = this.keys(id)
     const pipeline = this.redis.multi().hmget(meta, 'o', 'st', 'n', 'l').xrange(log, '-', '+', 'COUNT', 1)
     if (limit > 0) pipeline.xrange(log, `(0-${after}`, '+', 'COUNT', limit)
@@ -148,17 +151,27 @@ export class RedisLog implements ResumableLog {
     return { meta: { owner: o, running: st === 'run', last: Number(n), label: l ?? undefined }, entries, first }
   }
 
-  watch (changed: (id: string) => void): void {
+  watch (changed: (id: string | null) => void): void {
     this.watchers.push(changed)
-    if (this.listener !== null) return
-    // Its own connection: one in subscribe mode takes no other command. A notice lost while it
-    // reconnects only delays a reader: every follower also reads again each second.
+  }
+
+  /**
+   * Starts hearing which logs moved, the first time a log is created or read: an app that never
+   * streams a resumable answer holds no connection for it. Its own connection: one in subscribe
+   * mode takes no other command. A notice lost while it reconnects only delays a reader: every
+   * follower also reads again each second.
+   */
+  private listen (): void {
+    if (this.listener !== null || this.closed) return
     const listener = (this.redis as { duplicate: () => RedisConnection }).duplicate()
     this.listener = listener
     listener.on('error', () => {})
     listener.on('message', (_channel: string, id: string) => { for (const watcher of this.watchers) watcher(id) })
     // On each connect (the bus's connections queue nothing while down): subscribing twice is harmless.
-    listener.on('ready', () => { listener.subscribe(this.channel).catch(() => {}) })
+    listener.on('ready', () => {
+      // Whatever moved before this subscription (or while it was down) was not heard: every reader reads again.
+      listener.subscribe(this.channel).then(() => { for (const watcher of this.watchers) watcher(null) }, () => {})
+    })
     if (listener.status === 'wait') listener.connect().catch(() => {})
   }
 
@@ -173,6 +186,7 @@ export class RedisLog implements ResumableLog {
   }
 
   async close (): Promise<void> {
+    this.closed = true
     if (this.listener !== null) disconnectQuietly(this.listener)
     this.listener = null
   }

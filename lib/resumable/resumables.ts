@@ -236,6 +236,8 @@ export class Resumables {
         writing = null
         if (last === null) stopped = true
         else flush()
+        // The followers here need no notice from Redis to read what this instance just wrote.
+        this.wake(id)
         return last
       })
     }
@@ -265,19 +267,29 @@ export class Resumables {
       while (writing !== null) await writing
       if (unwritten.length > 0) await this.log.append(id, unwritten.splice(0))
       await this.log.finish(id, outcome)
+      this.wake(id)
     } catch (error) {
       this.logger.error({ err: error, resumableId: id }, 'tower-sse: a resumable stream\'s end could not be written; its followers learn it from the liveness deadline')
     }
   }
 
-  /** A log changed: wake its followers here; a producer here learns whether it was cancelled. */
-  private changed (id: string): void {
-    for (const wake of this.following.get(id) ?? []) wake()
+  /** A log changed (null: any may have): wake its followers here; a producer here learns whether it was cancelled. */
+  private changed (id: string | null): void {
+    if (id === null) {
+      for (const wakes of this.following.values()) for (const wake of wakes) wake()
+      return
+    }
+    this.wake(id)
     const produced = this.produced.get(id)
     if (produced === undefined) return
     void this.log.read(id, Number.MAX_SAFE_INTEGER, 0).then((read) => {
       if (read === null || !read.meta.running) produced.controller.abort('cancelled')
     }, () => {})
+  }
+
+  /** Wakes the followers of `id` on this instance: they read the log from their cursors. */
+  private wake (id: string): void {
+    for (const wake of this.following.get(id) ?? []) wake()
   }
 
   /**

@@ -304,7 +304,10 @@ export class RedisBus implements Bus {
       if (this.publisher.status !== 'ready') return
       this.publisherFacts = facts
       this.noteState()
-    }, () => disconnectQuietly(this.publisher, true))
+    }, () => {
+      // A read that fails is a connection to drop and make again — unless the bus closed meanwhile.
+      if (!this.closed) disconnectQuietly(this.publisher, true)
+    })
   }
 
   /**
