@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap'
+import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -6,6 +7,8 @@ import type { EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import towerSse from '../lib'
 import { mcpEventStore, type McpMessage } from '../lib/mcp'
+import { sharedLogOf, type SharedLog } from '../lib/resumable/shared-log'
+import { IdSeal, ownerHash } from '../lib/resumable/resumable-id'
 import { server } from './fixtures/bus-instances'
 import { startMcpApp, HOLD_AT, TOTAL, type McpApp } from './fixtures/mcp-app'
 import { waitFor } from './fixtures/sse-connection'
@@ -153,6 +156,10 @@ t.test('the store is the SDK\'s EventStore: sealed ids, a replay after any id in
   t.same(all.sent, [[ids[1], note(1)], [ids[2], note(2)], [ids[3], note(3)]], 'after the priming event: each message with its own id')
   t.same((await replay(store, ids[2])).sent, [[ids[3], note(3)]])
   t.same((await replay(store, ids[3])).sent, [], 'nothing after the last')
+  // An event without a message (as the priming event is) wherever it stands: its id, never sent.
+  await store.storeEvent('stream-1', {} as JSONRPCMessage)
+  const fifth = await store.storeEvent('stream-1', note(4))
+  t.same((await replay(store, ids[3])).sent, [[fifth, note(4)]], 'no empty message sent to the client')
 })
 
 t.test('stream ids are the owner\'s: every session\'s standalone GET stream (one SDK id for all) is a log of its own; another owner\'s id finds nothing', async (t) => {
@@ -170,8 +177,17 @@ t.test('stream ids are the owner\'s: every session\'s standalone GET stream (one
   t.same((await replay(alice, a0)).sent.map(([, m]) => m), [note(2)])
   t.same((await replay(bob, b0)).sent.map(([, m]) => m), [note(200)])
   t.same((await replay(alice2, c0)).sent, [])
-  // Bob with alice's id: unknown to him, as a forged id or garbage is.
+  // A forged seal on one's own log finds nothing either: the seal is checked, not only the owner.
   const forged = a0.replace(/\.[^.]+$/, '.AAAAAAAAAAAAAAAA')
+  t.equal(await alice.getStreamIdForEventId(forged), undefined, 'a forged seal on alice\'s own id')
+  // And the log's owner is checked too: an id naming alice's log under a seal valid for bob (as
+  // only someone holding the secret could make) finds nothing.
+  const shared = sharedLogOf(app.sse)
+  const seal = new IdSeal(await (shared as SharedLog).log.secret())
+  const logId = a0.split('.')[1]
+  const sealedForBob = seal.eventId(logId, 1, seal.seal(logId, ownerHash('mcp\0bob\0session-2')))
+  t.equal(await bob.getStreamIdForEventId(sealedForBob), undefined, 'alice\'s log under a seal of bob\'s')
+  // Bob with alice's id: unknown to him, as a forged id or garbage is.
   for (const id of [a0, forged, 'garbage', 'r.nope.1.AAAAAAAAAAAAAAAA', '']) {
     t.equal(await bob.getStreamIdForEventId(id), undefined, `getStreamIdForEventId(${JSON.stringify(id)})`)
     const sent: unknown[] = []
@@ -235,20 +251,23 @@ t.test('follow: the plugin closing stops every follower, each told through onFol
   await follower.replayEventsAfter(first, { send: async () => {} })
   await new Promise((resolve) => setImmediate(resolve))
   t.same(ends, [], 'following')
+  // Told in preClose, before the server stops: by the time close() resolves.
   await app.close()
-  await waitFor('onFollowEnd', () => ends.length === 1)
-  t.same(ends, ['_GET_stream'], 'told once')
+  t.same(ends, ['_GET_stream'], 'told once, by the time close() resolves')
 })
 
 t.test('an MCP event id is not a stream route\'s: the same owner as the route\'s key gets 404 there', async (t) => {
   const app = Fastify({ logger: false })
   await app.register(towerSse, { path: false, heartbeatMs: 60_000, keyFn: (request) => String(request.headers['x-user']) })
   app.get('/answer', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({ resumable: true, stream: () => (async function * () { yield { data: 'x' } })() }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   const id = await mcpEventStore(app, { owner: 'alice' }).storeEvent('s', note(1))
-  const response = await app.inject({ url: '/answer', headers: { 'x-user': 'alice', 'last-event-id': id } })
-  t.equal(response.statusCode, 404)
-  t.match(response.json(), { code: 'TOWER_SSE_STREAM_NOT_FOUND' })
+  const response = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/answer`, { headers: { 'x-user': 'alice', 'last-event-id': id } })
+  const status = response.status
+  if (status !== 404) await response.body?.cancel()
+  t.equal(status, 404)
+  if (status === 404) t.match(await response.json(), { code: 'TOWER_SSE_STREAM_NOT_FOUND' })
 })
 
 t.test('ttlMs: a stream is kept ttlMs after its last event, then its ids find nothing', async (t) => {
