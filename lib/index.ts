@@ -22,6 +22,7 @@ import { addStreamRoutes, type EventStreamReply, type EventStreamRouteOption } f
 import { WriteCoalescer } from './streams/write-coalescer'
 import { Resumables } from './resumable/resumables'
 import { createLog } from './resumable/create-log'
+import { shareLog } from './resumable/shared-log'
 
 declare module 'fastify' {
   /* eslint-disable @typescript-eslint/no-unused-vars -- an augmentation repeats Fastify's type parameters */
@@ -72,7 +73,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const admission = new Admission(fastify, registry, bus, counts, options, clocks)
   const fanOut = new FanOut(registry, bus, options.history, counts, clocks.random)
   const sweep = new Sweep(registry, clocks.random)
-  const resumables = new Resumables(createLog(bus, options.redis), fastify.log)
+  const log = createLog(bus, options.redis)
+  const resumables = new Resumables(log, fastify.log)
   await fanOut.start()
   await resumables.start()
   const stats = (): SseStats => counts.read({
@@ -85,6 +87,8 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   }, admission.gauges())
   const hub = createHub(registry, fanOut, async (id) => await resumables.cancel(id), counts, stats)
   fastify.decorate('sse', hub)
+  // Lent to tower-sse/mcp's event store by this hub, outside the public API (see resumable/shared-log.ts).
+  const unshareLog = shareLog(hub, log)
   if (options.metrics !== undefined) {
     // Loaded only here, so an application without the option never loads prom-client.
     const { registerMetrics } = require('./observe/metrics') as typeof import('./observe/metrics')
@@ -125,6 +129,7 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   // Streams never end by themselves, so they must be ended before close() waits on connections.
   fastify.addHook('preClose', async () => {
     admission.close()
+    unshareLog()
     await sweep.drain(options.drainMs)
   })
   fastify.addHook('onClose', (_instance: FastifyInstance, hookDone) => {

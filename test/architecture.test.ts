@@ -119,7 +119,7 @@ const TOWER_REACHES = [
 
 t.test('Tower registers the plugin through its entry and reaches past it only for the helpers named here', async (t) => {
   const entries = publicEntries()
-  t.same(entries.sort(), ['lib/client/index.ts', 'lib/index.ts', 'lib/redis.ts', 'lib/testing.ts'])
+  t.same(entries.sort(), ['lib/client/index.ts', 'lib/index.ts', 'lib/mcp.ts', 'lib/redis.ts', 'lib/testing.ts'])
   const reaches = new Set(modules
     .filter((m) => m.source.startsWith('lib/tower/'))
     .flatMap((m) => m.dependencies

@@ -6,6 +6,8 @@ import { server } from './fixtures/bus-instances'
 import { startAnswerApp, type AnswerApp } from './fixtures/answer-app'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 import { LIVENESS_MS, HEARTBEAT_MS } from '../lib/resumable/resumables'
+import { RedisLog } from '../lib/resumable/redis-log'
+import { Redis } from 'ioredis'
 
 // A resumable answer on the Redis bus, two instances (and a producer in a process of its own):
 // resumed anywhere, once and in order, the producer never run twice; its death told; its end an end.
@@ -126,4 +128,63 @@ t.test('after the ttl: a resync carrying the end\'s id, then 204', async (t) => 
   const next = await post(b.port, { 'x-user': 'alice', 'last-event-id': late.events[0].id as string })
   await next.ended
   t.equal(next.status, 204)
+})
+
+// The log's `record` (tower-sse/mcp's append), on two instances' logs (two origins) over one Redis.
+
+/** Waits until `condition` resolves true (checked every 20 ms), failing after `timeoutMs`. */
+async function until (what: string, condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!await condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+async function twoLogs (t: Test, key: string): Promise<{ a: RedisLog, b: RedisLog, raw: Redis }> {
+  const redis = await server(t)
+  const connections = [new Redis(redis.url), new Redis(redis.url), new Redis(redis.url)]
+  t.teardown(() => { for (const c of connections) c.disconnect() })
+  const [a, b] = [new RedisLog(connections[0], key), new RedisLog(connections[1], key)]
+  t.teardown(async () => { await a.close(); await b.close() })
+  return { a, b, raw: connections[2] }
+}
+
+t.test('redis log: record appends from any instance, in one sequence; append stays its producer\'s alone', async (t) => {
+  const { a, b } = await twoLogs(t, 'record')
+  const heard: string[] = []
+  b.watch((id) => heard.push(id))
+  await until('B listening', async () => (await a.record('warm', 'alice', 60_000, 'w', [{ data: 'w' }])) !== null && heard.includes('warm'))
+  const seqs = (await Promise.all([
+    a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'a1' }]),
+    b.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'b1' }, { data: 'b2' }]),
+    a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'a2' }])
+  ])).map((seq) => seq ?? NaN)
+  const read = await b.read('m1', 0, 10)
+  const order = read?.entries.map((e) => e.kind === 'event' ? e.event.data : e.kind) ?? []
+  t.same([...order].sort(), ['a1', 'a2', 'b1', 'b2'], 'every event once, in one sequence across both instances')
+  t.same([order[seqs[0] - 1], order[seqs[1] - 2], order[seqs[1] - 1], order[seqs[2] - 1]], ['a1', 'b1', 'b2', 'a2'], 'each record resolves with its last event\'s place; a batch stays together')
+  t.ok(seqs[0] < seqs[2], 'one instance\'s records in the order it made them')
+  t.same(read?.meta, { owner: 'alice', running: true, last: 4, label: 'stream-1' })
+  t.equal(await b.record('m1', 'mallory', 60_000, 'stream-1', [{ data: 'x' }]), null, 'another owner\'s log takes nothing')
+  // The producer's append, by contrast: only on the instance that created the log.
+  t.same(await a.create('answer', 'alice', 60_000), { created: true })
+  t.equal(await b.append('answer', [{ data: 'x' }]), null, 'append refuses another instance')
+  t.equal(await a.append('answer', [{ data: 'x' }]), 1)
+  t.equal(await b.finish('m1', { kind: 'cancelled' }), true)
+  t.equal(await a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'late' }]), null, 'a cancelled log takes nothing')
+  await waitFor('each record told on B', () => heard.filter((id) => id === 'm1').length === 4)
+})
+
+t.test('redis log: a recorded log is kept ttlMs past its last record (no running slack), then gone', async (t) => {
+  const { a, b, raw } = await twoLogs(t, 'record-ttl')
+  await a.record('m2', 'alice', 60_000, 's', [{ data: 'a' }])
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  await b.record('m2', 'alice', 60_000, 's', [{ data: 'b' }])
+  const [meta, log] = await Promise.all([raw.pttl('{record-ttl:r:m2}:meta'), raw.pttl('{record-ttl:r:m2}:log')])
+  t.ok(meta > 58_500 && meta <= 60_000, `the state: ${meta} ms left, renewed by the last record`)
+  t.ok(log > 58_500 && log <= 60_000, `the entries: ${log} ms left, renewed by the last record`)
+  await a.record('m3', 'alice', 300, 's', [{ data: 'a' }])
+  await until('the log to expire', async () => (await b.read('m3', 0, 1)) === null)
+  t.same(await raw.exists('{record-ttl:r:m3}:meta', '{record-ttl:r:m3}:log'), 0, 'both keys')
 })

@@ -1,7 +1,8 @@
 /**
  * The contract of a resumable stream's log: the events one producer appends, in order, readable by
- * any instance after any sequence number, ended once, expiring a while after the end. The memory
- * log serves one process; the Redis log every instance sharing the bus.
+ * any instance after any sequence number, ended once, expiring a while after the end — or, for a
+ * log written by `record` (tower-sse/mcp's), by any instance and expiring a while after its last
+ * event. The memory log serves one process; the Redis log every instance sharing the bus.
  */
 
 /** One event as the log keeps it: the text of its data, its name and `retry:`; its id comes from its place. */
@@ -54,6 +55,15 @@ export interface ResumableLog {
   create: (id: string, owner: string, ttlMs: number, label?: string) => Promise<{ created: true } | { created: false, meta: LogMeta }>
   /** Appends events of this instance's producer; resolves with the last sequence number, or null once the log no longer runs (cancelled, or its producer declared gone). */
   append: (id: string, events: readonly LoggedEvent[]) => Promise<number | null>
+  /**
+   * Appends events to a log that has no producer and no end, from any instance: creates the log of
+   * `id` for `owner` (named `label`) when there is none, and keeps it `ttlMs` past this append, not
+   * past an end — an MCP stream, whose SDK never says a stream is over. Resolves with the last
+   * sequence number, or null when the log is another owner's or no longer runs (cancelled).
+   * Appends run in the order they are called on one instance; across instances, in the order the
+   * log receives them.
+   */
+  record: (id: string, owner: string, ttlMs: number, label: string, events: readonly LoggedEvent[]) => Promise<number | null>
   /**
    * Writes the end entry: `done` or `error` by the producer, `cancelled` by any instance. Resolves
    * false when the log had already ended (or is gone).

@@ -15,7 +15,8 @@ interface Kept {
 
 /**
  * The logs of one process: the producer and every reader are here, so nothing can go silent
- * separately. A log lives until `ttlMs` after its end (a timer of its own, unref'd).
+ * separately. A log lives until `ttlMs` after its end, or a recorded one after its last append (a
+ * timer of its own, unref'd).
  */
 export class MemoryLog implements ResumableLog {
   private readonly logs = new Map<string, Kept>()
@@ -36,14 +37,22 @@ export class MemoryLog implements ResumableLog {
   async append (id: string, events: readonly LoggedEvent[]): Promise<number | null> {
     const kept = this.logs.get(id)
     if (kept === undefined || !kept.running) return null
-    for (const event of events) kept.entries.push({ seq: ++kept.last, kind: 'event', event })
-    const over = kept.entries.length - MAX_LOG_ENTRIES
-    if (over > 0) {
-      kept.entries.splice(0, over)
-      kept.first += over
+    return this.push(id, kept, events)
+  }
+
+  async record (id: string, owner: string, ttlMs: number, label: string, events: readonly LoggedEvent[]): Promise<number | null> {
+    let kept = this.logs.get(id)
+    if (kept === undefined) {
+      kept = { owner, label, ttlMs, entries: [], first: 1, last: 0, running: true, expiry: undefined }
+      this.logs.set(id, kept)
+    } else if (kept.owner !== owner || !kept.running) {
+      return null
     }
-    this.changed(id)
-    return kept.last
+    const last = this.push(id, kept, events)
+    // Kept ttlMs past this append: one timer per log, restarted.
+    if (kept.expiry === undefined) kept.expiry = this.expire(id, kept)
+    else kept.expiry.refresh()
+    return last
   }
 
   async finish (id: string, outcome: LogOutcome): Promise<boolean> {
@@ -51,7 +60,8 @@ export class MemoryLog implements ResumableLog {
     if (kept === undefined || !kept.running) return false
     kept.running = false
     kept.entries.push({ seq: ++kept.last, kind: 'end', outcome })
-    kept.expiry = setTimeout(() => this.logs.delete(id), kept.ttlMs).unref()
+    clearTimeout(kept.expiry)
+    kept.expiry = this.expire(id, kept)
     this.changed(id)
     return true
   }
@@ -74,6 +84,22 @@ export class MemoryLog implements ResumableLog {
   async close (): Promise<void> {
     for (const kept of this.logs.values()) clearTimeout(kept.expiry)
     this.logs.clear()
+  }
+
+  private push (id: string, kept: Kept, events: readonly LoggedEvent[]): number {
+    for (const event of events) kept.entries.push({ seq: ++kept.last, kind: 'event', event })
+    const over = kept.entries.length - MAX_LOG_ENTRIES
+    if (over > 0) {
+      kept.entries.splice(0, over)
+      kept.first += over
+    }
+    this.changed(id)
+    return kept.last
+  }
+
+  /** Deletes the log `ttlMs` from now (unless another log of its id took its place). */
+  private expire (id: string, kept: Kept): NodeJS.Timeout {
+    return setTimeout(() => { if (this.logs.get(id) === kept) this.logs.delete(id) }, kept.ttlMs).unref()
   }
 
   private changed (id: string): void {

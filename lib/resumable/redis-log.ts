@@ -10,6 +10,7 @@ import { MAX_LOG_ENTRIES, type LogEntry, type LoggedEvent, type LogMeta, type Lo
  * each step atomically (create, append, end, heartbeat, reap), with Redis's own clock, and
  * publishes the stream's id on one channel: every instance hears that a log moved and reads it.
  * While its producer runs, a log is kept `ttlMs` past its last heartbeat; after its end, `ttlMs`.
+ * A recorded log (`record`: no producer, no end) is kept `ttlMs` past its last append.
  */
 
 /** The entries' fields: `d` data, `e` event, `r` retry; an end entry has `k` (done, cancelled, error) and, for an error, `c` its code. */
@@ -46,6 +47,41 @@ local keep = tonumber(m[4]) + tonumber(ARGV[3])
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('PUBLISH', ARGV[4], ARGV[5])
+return n
+`
+
+/**
+ * An append from any instance to a log without a producer (an MCP stream): creates the log for
+ * ARGV[1] when it is absent (no producer: its origin is empty, so no instance's heartbeat or own
+ * end applies to it), refuses another owner's or an ended one, and keeps both keys ARGV[2] ms past
+ * this append. ARGV: owner, ttl, label, MAXLEN, channel, id, then each event's data, event and retry.
+ */
+const RECORD = `
+local m = redis.call('HMGET', KEYS[1], 'o', 'st', 'n')
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local n = 0
+if not m[1] then
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'st', 'run', 'n', 0, 't', ARGV[2], 'h', now, 'p', '')
+  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[3]) end
+elseif m[1] ~= ARGV[1] or m[2] ~= 'run' then
+  return -1
+else
+  n = tonumber(m[3])
+end
+local i = 7
+while i <= #ARGV do
+  n = n + 1
+  local fields = {'d', ARGV[i]}
+  if ARGV[i + 1] ~= '' then table.insert(fields, 'e'); table.insert(fields, ARGV[i + 1]) end
+  if ARGV[i + 2] ~= '' then table.insert(fields, 'r'); table.insert(fields, ARGV[i + 2]) end
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-' .. n, unpack(fields))
+  i = i + 3
+end
+redis.call('HSET', KEYS[1], 'n', n, 'h', now)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PUBLISH', ARGV[5], ARGV[6])
 return n
 `
 
@@ -104,6 +140,7 @@ export class RedisLog implements ResumableLog {
     this.channel = `${keyPrefix(redisKey)}:r-changed`
     redis.defineCommand('towerSseLogCreate', { numberOfKeys: 1, lua: CREATE })
     redis.defineCommand('towerSseLogAppend', { numberOfKeys: 2, lua: APPEND })
+    redis.defineCommand('towerSseLogRecord', { numberOfKeys: 2, lua: RECORD })
     redis.defineCommand('towerSseLogFinish', { numberOfKeys: 2, lua: FINISH })
     redis.defineCommand('towerSseLogHeartbeat', { numberOfKeys: 2, lua: HEARTBEAT })
   }
@@ -128,6 +165,13 @@ export class RedisLog implements ResumableLog {
     const [meta, log] = this.keys(id)
     const fields = events.flatMap((event) => [event.data, event.event ?? '', event.retry ?? ''])
     const last = await this.command('towerSseLogAppend')(meta, log, this.origin, MAX_LOG_ENTRIES, RUNNING_SLACK_MS, this.channel, id, ...fields) as number
+    return last < 0 ? null : last
+  }
+
+  async record (id: string, owner: string, ttlMs: number, label: string, events: readonly LoggedEvent[]): Promise<number | null> {
+    const [meta, log] = this.keys(id)
+    const fields = events.flatMap((event) => [event.data, event.event ?? '', event.retry ?? ''])
+    const last = await this.command('towerSseLogRecord')(meta, log, owner, ttlMs, label, MAX_LOG_ENTRIES, this.channel, id, ...fields) as number
     return last < 0 ? null : last
   }
 
