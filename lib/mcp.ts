@@ -68,7 +68,10 @@ class McpLog {
   private timer: NodeJS.Timeout | undefined
 
   constructor (readonly shared: SharedLog) {
-    shared.log.watch((id) => { for (const wake of this.followers.get(id) ?? []) wake() })
+    shared.log.watch((id) => {
+      if (id === null) this.wakeAll()
+      else for (const wake of this.followers.get(id) ?? []) wake()
+    })
     shared.closing.addEventListener('abort', () => this.wakeAll(), { once: true })
   }
 

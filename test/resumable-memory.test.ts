@@ -53,7 +53,7 @@ t.test('memory log: record creates the log for its owner, appends in order, refu
   const log = new MemoryLog()
   t.teardown(() => log.close())
   const changed: string[] = []
-  log.watch((id) => changed.push(id))
+  log.watch((id) => changed.push(id ?? '*'))
   t.equal(await log.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'a' }]), 1)
   t.equal(await log.record('m1', 'alice', 60_000, 'ignored', [{ data: 'b' }, { data: 'c' }]), 3)
   const read = await log.read('m1', 0, 10)

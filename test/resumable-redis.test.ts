@@ -153,7 +153,7 @@ async function twoLogs (t: Test, key: string): Promise<{ a: RedisLog, b: RedisLo
 t.test('redis log: record appends from any instance, in one sequence; append stays its producer\'s alone', async (t) => {
   const { a, b } = await twoLogs(t, 'record')
   const heard: string[] = []
-  b.watch((id) => heard.push(id))
+  b.watch((id) => heard.push(id ?? '*'))
   await until('B listening', async () => (await a.record('warm', 'alice', 60_000, 'w', [{ data: 'w' }])) !== null && heard.includes('warm'))
   const seqs = (await Promise.all([
     a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'a1' }]),

@@ -1,4 +1,5 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
+import { randomId } from '../shared/random-id'
 
 /**
  * The ids of a resumable stream's events: `r.<stream id>.<seq>.<seal>`, and `r.<stream id>.end.<seal>`
@@ -25,7 +26,7 @@ export function isStreamId (value: unknown): value is string {
 
 /** An unguessable stream id: 128 random bits. */
 export function newStreamId (): string {
-  return randomBytes(16).toString('base64url')
+  return randomId()
 }
 
 /** The owner as a log stores it: a hash, never the key itself (a user id, an email). */

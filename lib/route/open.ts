@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { randomId } from '../shared/random-id'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Admission, Ticket } from '../admission/admission'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
@@ -246,7 +246,7 @@ export class StreamOpener {
     // A resumable stream carries its log's events only: a broadcast's id in between would break its resume.
     return chain(resumable !== undefined ? null : asked.topics !== undefined ? asked.topics : topicsFromRequest?.(request), (granted) => {
       const plan: StreamPlan = {
-        id: randomUUID(),
+        id: randomId(),
         key,
         remoteAddress: request.ip,
         grant: topicSet(granted),
