@@ -261,13 +261,24 @@ const CASES: Case[] = [
   {
     name: 'HTTP 204 on a reconnect closes for good',
     from: 'eventsource: will close stream on HTTP 204',
-    run: async (t, { open, origin, Class }) => {
+    differs: { tower: 'a 204 says the client has the whole answer: tower-sse/client fires `end` (an Event) and closes with no error; EventSource fails the connection (error with CLOSED)' },
+    run: async (t, { open, origin, tower, Class }) => {
       const es = open(`${origin}/end-after-one`)
-      const seen = record(es, ['progress', 'error'])
-      await until('two errors', () => ofType(seen, 'error').length === 2)
+      const seen = record(es, ['progress', 'error', 'end'])
+      if (tower) {
+        await until('the end', () => es.readyState === Class.CLOSED)
+        t.same(seen.map((s) => [s.type, s.readyState]), [['progress', Class.OPEN], ['error', Class.CONNECTING], ['end', Class.CONNECTING]],
+          'the stream ended (error with CONNECTING: reconnecting), then `end` and closed')
+        t.notOk(ofType(seen, 'end')[0].event instanceof MessageEvent, 'a plain Event: a 204 carries no data')
+        t.same((es as unknown as TowerSseClient).state, { kind: 'closed', error: null })
+      } else {
+        await until('two errors', () => ofType(seen, 'error').length === 2)
+        t.equal(ofType(seen, 'error')[1].readyState, Class.CLOSED, 'the second error fires with CLOSED')
+      }
       t.equal(es.readyState, Class.CLOSED)
-      t.equal(ofType(seen, 'error')[1].readyState, Class.CLOSED, 'the second error fires with CLOSED')
       t.match(ofType(seen, 'progress'), [{ data: '100%', lastEventId: 'prct-100' }])
+      await reconnectWindow()
+      t.equal(ofType(seen, 'error').length, tower ? 1 : 2, 'nothing after it')
     }
   },
   {
@@ -481,12 +492,14 @@ const CASES: Case[] = [
   {
     name: 'HTTP 204, 205, 210, 299, 404 and 410 fail the connection: error, CLOSED, no retry',
     from: 'WPT request-status-error',
-    run: async (t, { open, origin, Class }) => {
+    differs: { tower: 'on 204 tower-sse/client fires `end` instead of `error` (the answer is complete), then closes; the other statuses fail alike' },
+    run: async (t, { open, origin, tower, Class }) => {
       for (const code of [204, 205, 210, 299, 404, 410]) {
         const es = open(`${origin}/status?code=${code}&type=text/event-stream&key=${code}-${Math.random()}`)
-        const seen = record(es, ['error', 'open', 'message'])
-        await until(`${code}: the failure`, () => seen.length >= 1)
-        t.same(seen.map((s) => [s.type, s.readyState]), [['error', Class.CLOSED]], `${code}`)
+        const seen = record(es, ['error', 'open', 'message', 'end'])
+        await until(`${code}: the failure`, () => seen.length >= 1 && es.readyState === Class.CLOSED)
+        const expected = tower && code === 204 ? [['end', Class.CONNECTING]] : [['error', Class.CLOSED]]
+        t.same(seen.map((s) => [s.type, s.readyState]), expected, `${code}`)
       }
     }
   },
@@ -584,6 +597,49 @@ const CASES: Case[] = [
       await until('the error', () => seen.length >= 1)
       t.same([seen[0].type, seen[0].readyState], ['error', Class.CONNECTING])
       t.same(ofType(seen, 'open'), [], 'never open')
+    }
+  },
+  {
+    name: 'a named `end`, the plugin\'s own `event: error` and an app\'s `error` event',
+    from: 'HTML spec: an event with a type is dispatched by that name; a stream that ends reestablishes the connection',
+    differs: {
+      tower: 'tower-sse/client closes for good after `end` (no error) and after an `error` whose data is {"code":"TOWER_SSE_…"} (then its fatal error); ' +
+        'EventSource dispatches them like any named event and reconnects when the stream ends, asking a per-request answer again'
+    },
+    run: async (t, { open, origin, server, tower, Class }) => {
+      const requests = (): number => server.lastEventIds('/raw').length
+      const isMessage = (s: Seen): boolean => s.event instanceof MessageEvent
+      let before = requests()
+      const ended = open(raw(origin, 'retry: 50\ndata: 1\n\nevent: end\ndata: {}\n\n', '&then=end'))
+      const endSeen = record(ended, ['message', 'end', 'error'])
+      await until('the end', () => tower ? ended.readyState === Class.CLOSED : ofType(endSeen, 'error').length >= 1)
+      t.same(endSeen.slice(0, 2).map((s) => [s.type, s.data, s.readyState]), [['message', '1', Class.OPEN], ['end', '{}', Class.OPEN]], 'both dispatch `end` as a named event')
+      await reconnectWindow()
+      if (tower) {
+        t.same(endSeen.length, 2, 'then closed: no error')
+        t.equal(requests() - before, 1, 'no reconnect')
+      } else {
+        t.ok(requests() - before >= 2, 'the control reconnects')
+      }
+      ended.close()
+
+      before = requests()
+      const failed = open(raw(origin, 'retry: 50\nevent: error\ndata: {"code":"TOWER_SSE_STREAM_FAILED"}\n\n', '&then=end'))
+      const failSeen = record(failed, ['error'])
+      await until('the failure', () => failSeen.length >= 2)
+      t.same(failSeen.slice(0, 2).map((s) => [isMessage(s), s.readyState]), [[true, Class.OPEN], [false, tower ? Class.CLOSED : Class.CONNECTING]],
+        'the server\'s error as a MessageEvent, then the client\'s own')
+      t.equal(failSeen[0].data, '{"code":"TOWER_SSE_STREAM_FAILED"}')
+      if (tower) t.match(failSeen[1].event, { code: 'TOWER_SSE_CLIENT_SERVER_ERROR', serverCode: 'TOWER_SSE_STREAM_FAILED', fatal: true })
+      await reconnectWindow()
+      if (tower) t.equal(requests() - before, 1, 'no reconnect')
+      failed.close()
+
+      const app = open(raw(origin, 'event: error\ndata: {"code":"E_APP"}\n\ndata: 2\n\n'))
+      const appSeen = record(app, ['error', 'message'])
+      await until('the message after it', () => ofType(appSeen, 'message').length === 1)
+      t.same(appSeen.map((s) => [s.type, isMessage(s), s.data, s.readyState]), [['error', true, '{"code":"E_APP"}', Class.OPEN], ['message', true, '2', Class.OPEN]],
+        'an app\'s `error` event is a named event: the stream goes on')
     }
   },
   {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { CLIENT_DEFAULTS, TowerSseClient, TowerSseClientOptionError } from '../lib/client'
-import { classifyResponse, parseRetryAfterMs } from '../lib/client/policy'
+import { classifyResponse, parseRetryAfterMs, serverErrorCode } from '../lib/client/policy'
 import { backoffDelayMs, jitterUpMs } from '../lib/shared/backoff'
 import { seededRandom } from './fixtures/client-seeded-random'
 
@@ -43,7 +43,7 @@ t.test('Retry-After: delay-seconds or HTTP-date (RFC 9110)', async (t) => {
   t.equal(parseRetryAfterMs(null, now), null)
 })
 
-t.test('classifyResponse: stream, wait or stop', async (t) => {
+t.test('classifyResponse: stream, wait, done or stop', async (t) => {
   t.same(classifyResponse(200, 'text/event-stream; charset=utf-8'), { kind: 'stream' })
   t.same(classifyResponse(200, 'TEXT/EVENT-STREAM'), { kind: 'stream' })
   t.match(classifyResponse(200, 'text/event-streams'), { kind: 'stop' })
@@ -53,9 +53,18 @@ t.test('classifyResponse: stream, wait or stop', async (t) => {
   t.same(classifyResponse(429, null), { kind: 'wait', reason: 'refused' })
   t.same(classifyResponse(500, null), { kind: 'wait', reason: 'server-error' })
   t.same(classifyResponse(502, null), { kind: 'wait', reason: 'server-error' })
-  t.match(classifyResponse(204, null), { kind: 'stop', message: /204 No Content/ })
+  t.same(classifyResponse(204, null), { kind: 'done' }, '204: the client has the whole answer')
   for (const status of [400, 401, 403, 404, 410]) {
     t.match(classifyResponse(status, null), { kind: 'stop', message: new RegExp(`HTTP ${status}`) }, `${status} stops`)
+  }
+})
+
+t.test('serverErrorCode: the plugin\'s own `event: error` only; any other is an application\'s named event', async (t) => {
+  t.equal(serverErrorCode('{"code":"TOWER_SSE_STREAM_FAILED"}'), 'TOWER_SSE_STREAM_FAILED')
+  t.equal(serverErrorCode('{"code":"TOWER_SSE_PRODUCER_LOST","more":1}'), 'TOWER_SSE_PRODUCER_LOST')
+  for (const data of ['', 'oops', '"TOWER_SSE_STREAM_FAILED"', 'null', '[{"code":"TOWER_SSE_X"}]', '{"code":"E_APP"}', '{"code":"TOWER_SSE_"}',
+    '{"code":"tower_sse_stream_failed"}', '{"code":42}', '{"error":"TOWER_SSE_STREAM_FAILED"}', '{"code":"TOWER_SSE_X\\n"}']) {
+    t.equal(serverErrorCode(data), null, JSON.stringify(data))
   }
 })
 

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import path from 'node:path'
 import t from 'tap'
-import { TowerSseClient, TowerSseClientOptionError, type TowerSseAttempt, type TowerSseClientState, type TowerSseErrorEvent } from '../lib/client'
+import { TowerSseClient, TowerSseClientOptionError, TowerSseErrorEvent, type TowerSseAttempt, type TowerSseClientState } from '../lib/client'
 import { startScriptedServer } from './fixtures/client-scripted-server'
 import { waitFor } from './fixtures/sse-connection'
 
@@ -13,7 +13,8 @@ import { waitFor } from './fixtures/sse-connection'
 const asEventSource: (url: string) => EventSource = (url) => new TowerSseClient(url)
 void asEventSource
 const typed = (client: TowerSseClient): void => {
-  client.onerror = (event) => { void event.error.fatal }
+  // A server's own `event: error` is a MessageEvent: the client's errors are told apart by class.
+  client.onerror = (event) => { if (event instanceof TowerSseErrorEvent) void event.error.fatal }
 }
 void typed
 
@@ -22,7 +23,7 @@ const FAST = { retryMs: 10, minRetryMs: 0, backoffBaseMs: 5, backoffCapMs: 20, r
 
 function errorsOf (client: TowerSseClient): TowerSseErrorEvent[] {
   const errors: TowerSseErrorEvent[] = []
-  client.addEventListener('error', (event) => errors.push(event))
+  client.addEventListener('error', (event) => { if (event instanceof TowerSseErrorEvent) errors.push(event) })
   return errors
 }
 

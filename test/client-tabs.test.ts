@@ -3,8 +3,11 @@
  * origin (globalThis.location is set as a page's would be). Node has no Web Locks, so this is the
  * heartbeat-lease election; the Web Locks one runs in Chromium (test/dashboard-tabs.test.ts).
  */
+import type { AddressInfo } from 'node:net'
+import Fastify from 'fastify'
 import t, { type Test } from 'tap'
-import { TowerSseClient } from '../lib/client'
+import towerSse from '../lib'
+import { TowerSseClient, TowerSseErrorEvent } from '../lib/client'
 import { TAB_LEASE, TabShare, type TabClock, type TabRole } from '../lib/client/tabs'
 import type { StreamWire } from '../lib/client/wire'
 import { waitFor } from './fixtures/sse-connection'
@@ -107,10 +110,70 @@ t.test('a fatal answer reaches every tab: all closed with the error; a tab that 
 
   const tabs = [0, 1, 2].map(() => openTab('/no-such-route'))
   const errors: string[] = []
-  for (const tab of tabs) tab.client.addEventListener('error', (event) => errors.push(event.error.message))
+  for (const tab of tabs) tab.client.addEventListener('error', (event) => { if (event instanceof TowerSseErrorEvent) errors.push(event.error.message) })
   await waitFor('every tab closed', () => tabs.every((tab) => tab.client.readyState === TowerSseClient.CLOSED), WAIT_MS)
   for (const tab of tabs) t.match(tab.client.state, { kind: 'closed', error: { status: 404, fatal: true, message: /HTTP 404/ } })
   t.equal(errors.length, 3, 'one error per tab')
+})
+
+t.test('the answer\'s `end`, a 204 and the server\'s own error reach every tab and close each one', async (t) => {
+  let release!: () => void
+  const released = new Promise<void>((resolve) => { release = resolve })
+  const app = Fastify({ logger: false })
+  await app.register(towerSse, { path: false, heartbeatMs: 60_000 })
+  const requests: string[] = []
+  app.addHook('onRequest', async (request) => { requests.push(request.url) })
+  app.get('/answer', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({
+    stream: (async function * () {
+      yield { data: 'token 0' }
+      await released
+      yield { data: 'token 1' }
+    })()
+  }))
+  app.get('/done', (_request, reply) => reply.code(204).send())
+  app.get('/fails', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({
+    stream: (async function * () {
+      yield { data: 'token 0' }
+      throw new Error('the model fell over')
+    })()
+  }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+  Object.assign(globalThis, { location: { href: `${base}/`, origin: base } })
+  t.teardown(() => { Reflect.deleteProperty(globalThis, 'location') })
+
+  /** Three tabs on one path, each with what it saw: server events as `type:data`, an `end` Event, its own errors. */
+  const openTabs = (path: string): Array<{ client: TowerSseClient, seen: string[] }> => [0, 1, 2].map(() => {
+    const client = new TowerSseClient(path)
+    const seen: string[] = []
+    client.addEventListener('message', (event) => seen.push(event.data))
+    client.addEventListener('end', (event) => seen.push(event instanceof MessageEvent ? `end:${String(event.data)}` : 'end (no data)'))
+    client.addEventListener('error', (event) => seen.push(event instanceof TowerSseErrorEvent ? `client error (${event.code} ${String(event.serverCode)})` : `error:${event.data}`))
+    t.teardown(() => client.close())
+    return { client, seen }
+  })
+
+  const answer = openTabs('/answer')
+  await waitFor('every tab to have the first token', () => answer.every((tab) => tab.seen.length === 1), WAIT_MS)
+  t.same(answer.map((tab) => tab.client.tabRole).sort(), ['follower', 'follower', 'leader'])
+  release()
+  await waitFor('every tab to close', () => answer.every((tab) => tab.client.readyState === TowerSseClient.CLOSED), WAIT_MS)
+  t.same(answer.map((tab) => tab.seen), answer.map(() => ['token 0', 'token 1', 'end:{}']), 'every tab: the tokens, then `end`')
+  t.same(answer.map((tab) => tab.client.state), answer.map(() => ({ kind: 'closed', error: null })), 'every tab closed as done')
+
+  const done = openTabs('/done')
+  await waitFor('every tab to close', () => done.every((tab) => tab.client.readyState === TowerSseClient.CLOSED), WAIT_MS)
+  t.same(done.map((tab) => tab.seen), done.map(() => ['end (no data)']), 'every tab: an `end` Event, no error')
+  t.same(done.map((tab) => tab.client.state), done.map(() => ({ kind: 'closed', error: null })))
+
+  const fails = openTabs('/fails')
+  await waitFor('every tab to close', () => fails.every((tab) => tab.client.readyState === TowerSseClient.CLOSED), WAIT_MS)
+  t.same(fails.map((tab) => tab.seen), fails.map(() => ['token 0', 'error:{"code":"TOWER_SSE_STREAM_FAILED"}', 'client error (TOWER_SSE_CLIENT_SERVER_ERROR TOWER_SSE_STREAM_FAILED)']),
+    'every tab: the server\'s error, then the fatal one with its code')
+  for (const tab of fails) t.match(tab.client.state, { kind: 'closed', error: { code: 'TOWER_SSE_CLIENT_SERVER_ERROR', serverCode: 'TOWER_SSE_STREAM_FAILED', fatal: true } })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  t.same(requests, ['/answer', '/done', '/fails'], 'one request each, by the leader; none asked again')
 })
 
 t.test('a follower drops an event whose id it already delivered (an old leader relayed it, the new one replays it)', async (t) => {
@@ -123,6 +186,7 @@ t.test('a follower drops an event whose id it already delivered (an old leader r
     open: () => states.push('open event'),
     message: (message) => { delivered.push(`${message.id ?? '-'}:${message.data}`) },
     error: () => states.push('error event'),
+    end: () => states.push('end event'),
     role: () => {},
     lastEventId: () => lastEventId,
     setLastEventId: (id) => { lastEventId = id }
@@ -184,6 +248,7 @@ function steppedTab (t: Test): {
     open: () => {},
     message: (message) => { delivered.push(message.id ?? '-') },
     error: () => {},
+    end: () => {},
     role: (role) => roles.push(role),
     lastEventId: () => lastEventId,
     setLastEventId: (id) => { lastEventId = id }

@@ -1,7 +1,7 @@
 import { withTestClocks } from '../lib/testing'
 import net from 'node:net'
 import t from 'tap'
-import { TowerSseClient, type TowerSseClientError, type TowerSseClientState } from '../lib/client'
+import { TowerSseClient, TowerSseErrorEvent, type TowerSseClientError, type TowerSseClientState } from '../lib/client'
 import { backoffDelayMs } from '../lib/shared/backoff'
 import { startApp } from './fixtures/app'
 import { seededRandom } from './fixtures/client-seeded-random'
@@ -150,18 +150,42 @@ t.test('close() during a wait leaves no timer and no socket; close() on an open 
   t.same(open.state, { kind: 'closed', error: null }, 'a second close() changes nothing')
 })
 
-t.test('204, 404 and a non-SSE 200 stop for good with a clear error', async (t) => {
+t.test('204: the answer is complete: an `end` Event, closed with no error, no retry', async (t) => {
+  const server = await startScriptedServer(() => ({ status: 204 }))
+  t.teardown(() => server.close())
+  const timers = activeCount('Timeout')
+  const client = new TowerSseClient(server.url, { backoffBaseMs: 10, backoffCapMs: 10 })
+  const seen: string[] = []
+  const ends: Event[] = []
+  client.addEventListener('error', () => seen.push('error'))
+  client.addEventListener('end', (event) => {
+    ends.push(event)
+    seen.push(`end (readyState ${client.readyState})`)
+  })
+  client.addEventListener('statechange', (event) => seen.push(event.state.kind))
+  const iterated: string[] = []
+  for await (const event of client) iterated.push(event.type)
+  t.same(seen, ['connecting', 'end (readyState 0)', 'closed'], 'end, then closed; no error event')
+  t.equal(ends.length, 1)
+  t.notOk(ends[0] instanceof MessageEvent, 'a plain Event: a 204 carries no data')
+  t.same(client.state, { kind: 'closed', error: null })
+  t.equal(client.readyState, TowerSseClient.CLOSED)
+  t.same(iterated, [], 'the iterator ends without an event and without throwing')
+  t.equal(activeCount('Timeout'), timers, 'no retry scheduled')
+  t.equal(server.requests.length, 1, 'no second attempt')
+})
+
+t.test('404 and a non-SSE 200 stop for good with a clear error', async (t) => {
   const cases: Array<{ status: number, headers: Record<string, string>, message: RegExp }> = [
-    { status: 204, headers: {}, message: /204 No Content: it asks the client to stop reconnecting/ },
     { status: 404, headers: { 'content-type': 'application/json' }, message: /HTTP 404, which reconnecting cannot fix/ },
     { status: 200, headers: { 'content-type': 'text/html' }, message: /expected a text\/event-stream response, got content-type "text\/html"/ }
   ]
   for (const { status, headers, message } of cases) {
-    const server = await startScriptedServer(() => ({ status, headers, body: status === 204 ? undefined : '{}' }))
+    const server = await startScriptedServer(() => ({ status, headers, body: '{}' }))
     const timers = activeCount('Timeout')
     const client = new TowerSseClient(server.url, { backoffBaseMs: 10, backoffCapMs: 10 })
     const errors: TowerSseClientError[] = []
-    client.addEventListener('error', (event) => errors.push(event.error))
+    client.addEventListener('error', (event) => { if (event instanceof TowerSseErrorEvent) errors.push(event.error) })
     const iteration = (async () => { for await (const event of client) t.fail(`no event expected, got ${event.type}`) })()
     await t.rejects(iteration, { name: 'TowerSseClientError', code: 'TOWER_SSE_CLIENT_FATAL', message }, `${status}: the iterator throws the fatal error`)
     t.equal(client.readyState, TowerSseClient.CLOSED)
@@ -247,7 +271,7 @@ t.test('a first 200 is not health: the failure count resets only after healthyAf
   t.teardown(() => client.close())
   const timeline = recordStates(client)
   const errors: TowerSseClientError[] = []
-  client.addEventListener('error', (event) => errors.push(event.error))
+  client.addEventListener('error', (event) => { if (event instanceof TowerSseErrorEvent) errors.push(event.error) })
   await waitFor('the fifth stream', () => server.requests.length === 5 && client.readyState === TowerSseClient.OPEN, 10_000)
   const waits = timeline.of('waiting').map((w) => w.state)
   t.same(waits.map((w) => w.reason), ['network-error', 'network-error', 'network-error', 'network-error'])
@@ -269,7 +293,7 @@ t.test('a network error backs off; the async iterator yields events until close(
   })
   const refused = new TowerSseClient(`http://127.0.0.1:${closedPort}/api/events`, { random: () => 0.5, backoffBaseMs: 400 })
   const errors: TowerSseClientError[] = []
-  refused.addEventListener('error', (event) => errors.push(event.error))
+  refused.addEventListener('error', (event) => { if (event instanceof TowerSseErrorEvent) errors.push(event.error) })
   await waitFor('the connection error', () => refused.state.kind === 'waiting')
   t.match(refused.state, { kind: 'waiting', reason: 'network-error', status: null, delayMs: 200, failures: 1 })
   t.match(errors[0], { fatal: false, status: null, message: /could not connect: fetch failed \(ECONNREFUSED\)/ })

@@ -26,11 +26,12 @@ export type TowerSseClientState =
  * Stable, to match on: TOWER_SSE_CLIENT_FATAL (stopped for good), _NETWORK (no response, or the
  * stream broke), _ENDED (the server ended a stream; reconnecting), _REFUSED (503/429, or a refusal
  * stream), _HTTP (another status worth a retry), _HOOK (the application's headers or onResponse
- * function threw; retried after the backoff).
+ * function threw; retried after the backoff), _SERVER_ERROR (the server's own `event: error` with a
+ * TOWER_SSE_ code, in `serverCode`: the answer failed, and asking again would fail again; stopped for good).
  */
 export type TowerSseClientErrorCode =
   'TOWER_SSE_CLIENT_FATAL' | 'TOWER_SSE_CLIENT_NETWORK' | 'TOWER_SSE_CLIENT_ENDED' | 'TOWER_SSE_CLIENT_REFUSED' | 'TOWER_SSE_CLIENT_HTTP' |
-  'TOWER_SSE_CLIENT_HOOK'
+  'TOWER_SSE_CLIENT_HOOK' | 'TOWER_SSE_CLIENT_SERVER_ERROR'
 
 function codeFor (status: number | null, fatal: boolean): TowerSseClientErrorCode {
   if (fatal) return 'TOWER_SSE_CLIENT_FATAL'
@@ -45,24 +46,27 @@ export class TowerSseClientError extends Error {
   /** The HTTP status, or null when no response came (network error) or a stream ended. */
   readonly status: number | null
   readonly fatal: boolean
-  constructor (message: string, status: number | null, fatal: boolean, cause?: unknown, code = codeFor(status, fatal)) {
+  /** The code of the server's own `event: error` (TOWER_SSE_STREAM_FAILED, …) with TOWER_SSE_CLIENT_SERVER_ERROR; else null. */
+  readonly serverCode: string | null
+  constructor (message: string, status: number | null, fatal: boolean, cause?: unknown, code = codeFor(status, fatal), serverCode: string | null = null) {
     super(`tower-sse/client: ${message}${describeCause(cause)}`, cause === undefined ? undefined : { cause })
     this.name = 'TowerSseClientError'
     this.code = code
     this.status = status
     this.fatal = fatal
+    this.serverCode = serverCode
   }
 }
 
 /** An error as it crosses to another tab: structured clone keeps an Error's message, not its class. */
-export interface ErrorRecord { message: string, code: TowerSseClientErrorCode, status: number | null, fatal: boolean }
+export interface ErrorRecord { message: string, code: TowerSseClientErrorCode, status: number | null, fatal: boolean, serverCode: string | null }
 
 export function errorRecord (error: TowerSseClientError): ErrorRecord {
-  return { message: error.message, code: error.code, status: error.status, fatal: error.fatal }
+  return { message: error.message, code: error.code, status: error.status, fatal: error.fatal, serverCode: error.serverCode }
 }
 
 export function reviveError (record: ErrorRecord): TowerSseClientError {
-  const error = new TowerSseClientError('', record.status, record.fatal, undefined, record.code)
+  const error = new TowerSseClientError('', record.status, record.fatal, undefined, record.code, record.serverCode)
   error.message = record.message
   return error
 }
@@ -76,7 +80,8 @@ function describeCause (cause: unknown): string {
 
 /**
  * Fired as `error` whenever EventSource would: before every reconnect, and once when the client
- * stops for good. The error's `code`, `status` and `fatal` are on the event too.
+ * stops for good. The error's `code`, `status`, `fatal` and `serverCode` are on the event too. (A
+ * server's own `event: error` arrives first as a MessageEvent of type `error`, as with EventSource.)
  */
 export class TowerSseErrorEvent extends Event {
   constructor (readonly error: TowerSseClientError) {
@@ -86,6 +91,7 @@ export class TowerSseErrorEvent extends Event {
   get code (): TowerSseClientErrorCode { return this.error.code }
   get status (): number | null { return this.error.status }
   get fatal (): boolean { return this.error.fatal }
+  get serverCode (): string | null { return this.error.serverCode }
 }
 
 /** Fired as `statechange` whenever `state` changes. */

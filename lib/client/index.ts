@@ -4,8 +4,9 @@
  * A drop-in `EventSource` (same events, attributes, states and constants) that never joins a
  * reconnect storm: it honours `Retry-After` on 503/429 (EventSource gives up for good), backs off
  * exponentially with full jitter on errors, resets its failure count only after a connection stayed
- * healthy for a while, and stops on 204 or a 4xx. In a browser, the tabs that open the same
- * same-origin URL share one stream (tabs.ts).
+ * healthy for a while, closes as done on the answer's end (`event: end`, or 204), and stops on the
+ * server's own `event: error` or a 4xx. In a browser, the tabs that open the same same-origin URL
+ * share one stream (tabs.ts).
  *
  * Plain ES modules with one runtime import (`eventsource-parser`): browsers load them without a
  * bundler (an import map resolves the parser); Node loads the CommonJS build.
@@ -42,7 +43,18 @@ export interface TowerSseClientEventMap {
   message: MessageEvent<string>
   /** The server's `event: resync`: too far behind to replay what was missed, so refetch state. */
   resync: MessageEvent<string>
-  error: TowerSseErrorEvent
+  /**
+   * The answer is complete, and the client closes right after (no reconnect, no error): the
+   * server's `event: end` (a MessageEvent), or a 204 on a reconnect (a plain Event: no data).
+   */
+  end: MessageEvent<string> | Event
+  /**
+   * The client's own (a TowerSseErrorEvent: before every reconnect, and once when it stops for good),
+   * or a server's `event: error` (a MessageEvent, as EventSource gives it): the plugin's own, whose
+   * data is `{"code":"TOWER_SSE_…"}`, is then followed by the client's fatal one
+   * (TOWER_SSE_CLIENT_SERVER_ERROR); any other is an application's named event.
+   */
+  error: TowerSseErrorEvent | MessageEvent<string>
   statechange: TowerSseStateEvent
   /** This tab started or stopped holding the shared stream (see `tabRole`). */
   rolechange: Event
@@ -66,7 +78,7 @@ export interface TowerSseClient {
 
 interface MessageSink {
   push: (message: TowerSseMessage) => void
-  end: (error: TowerSseClientError | null) => void
+  end: (error: TowerSseClientError | null, dropQueued: boolean) => void
 }
 
 /** As EventSource: the URL resolved against the page, `String(url)` first; failure is a SyntaxError DOMException. */
@@ -95,10 +107,11 @@ function tabShareName (url: string, options: NormalizedClientOptions): string | 
 }
 
 /**
- * `new TowerSseClient(url, options)` connects at once and keeps reconnecting until `close()` or
- * a fatal answer (204, 4xx other than 429, a non-SSE 200). Listen for `message`, named events,
- * `resync`, `open`, `error` and `statechange` (or use `onopen`, `onmessage`, `onerror`), or
- * iterate with `for await`.
+ * `new TowerSseClient(url, options)` connects at once and keeps reconnecting until `close()`, the
+ * answer's end (`event: end`, or 204: an `end` event, then closed with no error) or a fatal answer
+ * (the server's own `event: error`, 4xx other than 429, a non-SSE 200). Listen for `message`, named
+ * events, `resync`, `end`, `open`, `error` and `statechange` (or use `onopen`, `onmessage`,
+ * `onerror`), or iterate with `for await`.
  */
 export class TowerSseClient extends EventTarget {
   static readonly CONNECTING = 0
@@ -117,6 +130,8 @@ export class TowerSseClient extends EventTarget {
   private readonly transport: StreamWire | TabShare
   private readonly sinks = new Set<MessageSink>()
   private readonly handlers = new Map<string, Handler<Event>>()
+  /** close() was called: what the iterators hold is dropped (any other close lets them yield it first). */
+  private closing = false
 
   constructor (url: string | URL, options?: TowerSseClientOptions) {
     super()
@@ -129,6 +144,9 @@ export class TowerSseClient extends EventTarget {
       open: () => this.dispatchEvent(new Event('open')),
       message: (message) => this.deliver(message),
       error: (error) => this.dispatchEvent(new TowerSseErrorEvent(error)),
+      end: () => {
+        if (this.currentState.kind !== 'closed') this.dispatchEvent(new Event('end'))
+      },
       role: (role) => {
         this.role = role
         this.dispatchEvent(new Event('rolechange'))
@@ -172,16 +190,20 @@ export class TowerSseClient extends EventTarget {
   get onmessage (): HandlerRead { return this.handler('message') }
   set onmessage (handler: Handler<MessageEvent<string>>) { this.setHandler('message', handler as Handler<Event>) }
   get onerror (): HandlerRead { return this.handler('error') }
-  set onerror (handler: Handler<TowerSseErrorEvent>) { this.setHandler('error', handler as Handler<Event>) }
+  set onerror (handler: Handler<TowerSseErrorEvent | MessageEvent<string>>) { this.setHandler('error', handler as Handler<Event>) }
 
   /** Stops for good: aborts the request in flight and cancels any pending retry (a leader tab hands the stream over). */
   close (): void {
     if (this.currentState.kind === 'closed') return
+    this.closing = true
     this.transport.close()
     this.applyState({ kind: 'closed', error: null })
   }
 
-  /** Yields every server event (message, named, resync) from now until close(); throws a fatal error after the events before it. */
+  /**
+   * Yields every server event (message, named, resync, end) from now until close() or the answer's
+   * end; throws a fatal error after the events before it.
+   */
   [Symbol.asyncIterator] (): AsyncIterator<TowerSseMessage> {
     const queue: TowerSseMessage[] = []
     let finished = this.currentState.kind === 'closed'
@@ -192,11 +214,12 @@ export class TowerSseClient extends EventTarget {
         queue.push(message)
         wake?.()
       },
-      end: (error) => {
+      end: (error, dropQueued) => {
         finished = true
         failure = error
-        // close() means stop now, as with EventSource; before a fatal error, what arrived is still yielded.
-        if (error === null) queue.length = 0
+        // close() means stop now, as with EventSource; before the answer's end or a fatal error,
+        // what arrived is still yielded.
+        if (dropQueued) queue.length = 0
         wake?.()
       }
     }
@@ -251,7 +274,7 @@ export class TowerSseClient extends EventTarget {
     }
     this.dispatchEvent(new TowerSseStateEvent(state))
     if (state.kind !== 'closed') return
-    for (const sink of this.sinks) sink.end(state.error)
+    for (const sink of this.sinks) sink.end(state.error, this.closing)
     this.sinks.clear()
   }
 }

@@ -19,10 +19,14 @@ export function parseRetryAfterMs (value: string | null, nowMs: number): number 
   return Number.isNaN(date) ? null : Math.max(0, date - nowMs)
 }
 
-/** What a response means for the client: a stream, a reason to wait, or a reason to stop. */
+/**
+ * What a response means for the client: a stream, a reason to wait, the answer already complete
+ * (204: the client has all of it, so nothing more will come), or a reason to stop.
+ */
 export type ResponseVerdict =
   | { kind: 'stream' }
   | { kind: 'wait', reason: 'refused' | 'server-error' }
+  | { kind: 'done' }
   | { kind: 'stop', message: string }
 
 export function classifyResponse (status: number, contentType: string | null): ResponseVerdict {
@@ -30,8 +34,27 @@ export function classifyResponse (status: number, contentType: string | null): R
     if (/^text\/event-stream\s*(;|$)/i.test(contentType ?? '')) return { kind: 'stream' }
     return { kind: 'stop', message: `expected a text/event-stream response, got content-type ${JSON.stringify(contentType)}` }
   }
-  if (status === 204) return { kind: 'stop', message: 'the server answered 204 No Content: it asks the client to stop reconnecting' }
+  if (status === 204) return { kind: 'done' }
   if (status === 429 || status === 503) return { kind: 'wait', reason: 'refused' }
   if (status >= 500 && status <= 599) return { kind: 'wait', reason: 'server-error' }
   return { kind: 'stop', message: `the server answered HTTP ${status}, which reconnecting cannot fix` }
+}
+
+// The codes the plugin sends in its own `event: error` (TOWER_SSE_STREAM_FAILED, …).
+const SERVER_CODE = /^TOWER_SSE_[A-Z0-9_]+$/
+
+/**
+ * The code of the server's own `event: error` — data that is a JSON object whose `code` is a
+ * TOWER_SSE_ code — or null: any other `error` event is an application's, a named event like any other.
+ */
+export function serverErrorCode (data: string): string | null {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(data)
+  } catch {
+    return null
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null
+  const code = (parsed as { code?: unknown }).code
+  return typeof code === 'string' && SERVER_CODE.test(code) ? code : null
 }

@@ -2,9 +2,10 @@
  * One stream for every tab of a browser. The tabs of an origin that open the same URL with the same
  * headers elect a leader (Web Locks; without them, BroadcastChannel heartbeats where the lowest tab
  * id wins and a silent leader's lease expires) which holds the only stream and relays every state,
- * open, message and error to the others. When the leader goes (close(), tab closed, renderer
- * crashed) another tab takes over and resumes with Last-Event-ID; each tab drops an event whose id
- * it already delivered, so a hand-over neither loses nor repeats one.
+ * open, message, error and end to the others: the answer's end or a fatal error closes every tab.
+ * When the leader goes (close(), tab closed, renderer crashed) another tab takes over and resumes
+ * with Last-Event-ID; each tab drops an event whose id it already delivered, so a hand-over neither
+ * loses nor repeats one.
  */
 import { errorRecord, reviveError, type ErrorRecord, type TowerSseClientState, type WireMessage } from './events.ts'
 import type { StreamWire, WireSink } from './wire.ts'
@@ -20,6 +21,8 @@ type TabMessage =
   | { t: 'open' }
   | { t: 'message', message: WireMessage }
   | { t: 'error', error: ErrorRecord }
+  /** The leader's request was answered 204: the answer is complete (its closed state follows). */
+  | { t: 'end' }
   | { t: 'hello' }
   | { t: 'beat' | 'claim' | 'resign', tab: number }
 
@@ -156,6 +159,11 @@ export class TabShare {
         if (this.wire !== wire || error.fatal) return
         this.post({ t: 'error', error: errorRecord(error) })
         this.sink.error(error)
+      },
+      end: () => {
+        if (this.wire !== wire) return
+        this.post({ t: 'end' })
+        this.sink.end()
       }
     }
     const wire = this.openWire(this.sink.lastEventId(), relay)
@@ -230,6 +238,9 @@ export class TabShare {
         return
       case 'error':
         this.sink.error(reviveError(message.error))
+        return
+      case 'end':
+        this.sink.end()
     }
   }
 

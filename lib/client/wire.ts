@@ -8,28 +8,37 @@ import { TowerSseClientError, type TowerSseClientState, type WaitReason, type Wi
 import { checkHeaders, MAX_TIMER_MS, TowerSseClientOptionError, type NormalizedClientOptions } from './options.ts'
 import { describe } from '../shared/describe.ts'
 import { backoffDelayMs, jitterUpMs } from '../shared/backoff.ts'
-import { classifyResponse, parseRetryAfterMs } from './policy.ts'
+import { classifyResponse, parseRetryAfterMs, serverErrorCode } from './policy.ts'
 
 export interface WireSink {
   state: (state: TowerSseClientState) => void
   open: () => void
   message: (message: WireMessage) => void
   error: (error: TowerSseClientError) => void
+  /** The server answered 204: the client has the whole answer (the wire then closes, with no error). */
+  end: () => void
 }
 
-/** Refusal bodies read to their end are bounded: a server that keeps sending is cut off. */
-const MAX_REFUSAL_BODY_BYTES = 64 * 1024
-const MAX_REFUSAL_BODY_MS = 5000
+/**
+ * The bodies read to their end rather than dropped (a refusal, the rest of a stream after its last
+ * word) are bounded: a server that keeps sending is cut off.
+ */
+const MAX_DRAIN_BYTES = 64 * 1024
+const MAX_DRAIN_MS = 5000
 
 /** Reads a refusal's body until it ends (the server closed) or passes its bounds, then lets go. */
 async function drainBody (response: Response): Promise<void> {
   const body = response.body
   // An onResponse hook may have read it already.
   if (body === null || response.bodyUsed || body.locked) return
-  const reader = body.getReader()
-  const timer = setTimeout(() => { void reader.cancel().catch(() => {}) }, MAX_REFUSAL_BODY_MS)
+  await drain(body.getReader())
+}
+
+/** Reads on until the body ends (the server closed: it keeps the TIME_WAIT) or passes the bounds, then lets go. */
+async function drain (reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+  const timer = setTimeout(() => { void reader.cancel().catch(() => {}) }, MAX_DRAIN_MS)
   try {
-    for (let bytes = 0; bytes <= MAX_REFUSAL_BODY_BYTES;) {
+    for (let bytes = 0; bytes <= MAX_DRAIN_BYTES;) {
       const { done, value } = await reader.read()
       if (done) return
       bytes += value.byteLength
@@ -113,7 +122,10 @@ class LineFeeder {
   }
 }
 
-/** One stream, reconnected until close() or a fatal answer (204, a 4xx other than 429, a non-SSE 200). */
+/**
+ * One stream, reconnected until close(), the answer's end (`event: end`, or 204 on a reconnect), or a
+ * fatal answer (the server's own `event: error`, a 4xx other than 429, a non-SSE 200).
+ */
 export class StreamWire {
   private currentState: TowerSseClientState = { kind: 'connecting', attempt: 1 }
   private lastId: string
@@ -184,6 +196,14 @@ export class StreamWire {
     const verdict = classifyResponse(response.status, response.headers.get('content-type'))
     if (verdict.kind === 'stream') {
       await this.readStream(response, controller)
+      return
+    }
+    if (verdict.kind === 'done') {
+      // The client has the whole answer (its Last-Event-ID is the end's): done, not failed.
+      await drainBody(response)
+      if (controller.signal.aborted) return
+      this.sink.end()
+      this.stop(null)
       return
     }
     if (verdict.kind === 'stop') {
@@ -278,7 +298,20 @@ export class StreamWire {
         if (this.currentState.kind !== 'open') return
         // As in EventSource, an `id:` field (even empty) replaces the last event id.
         if (event.id !== undefined) this.lastId = event.id
-        this.sink.message({ type: event.event ?? 'message', data: event.data, id: event.id, lastEventId: this.lastId, origin })
+        const type = event.event ?? 'message'
+        this.sink.message({ type, data: event.data, id: event.id, lastEventId: this.lastId, origin })
+        // The server's last word on an answer, delivered above like any named event: `end` (it is
+        // complete), or its own `error` (it failed: asking again would fail again). Either way the
+        // client closes for good, and reads on until the server closes (below).
+        if (type === 'end') {
+          this.stop(null, false)
+        } else if (type === 'error') {
+          const code = serverErrorCode(event.data)
+          if (code !== null) {
+            const error = new TowerSseClientError(`the server ended the stream with its error ${code}`, response.status, true, undefined, 'TOWER_SSE_CLIENT_SERVER_ERROR', code)
+            this.stop(error, false)
+          }
+        }
       },
       onRetry: (ms) => { this.reconnectMs = Math.min(ms, MAX_TIMER_MS) }
     })
@@ -293,6 +326,12 @@ export class StreamWire {
         const { done, value } = reader === undefined ? { done: true, value: undefined } : await reader.read()
         if (done) break
         lines.feed(decoder.decode(value, { stream: true }))
+        // Closed by the server's last word (not by close(), which aborts): the rest of the body is
+        // read, events dropped, until the server closes it, so that the server closes first.
+        if (this.currentState.kind === 'closed') {
+          if (reader !== undefined && !controller.signal.aborted) await drain(reader)
+          return
+        }
       }
     } catch (error) {
       if (controller.signal.aborted) return
@@ -339,11 +378,12 @@ export class StreamWire {
     if (this.currentState.kind === 'waiting') this.sink.error(error)
   }
 
-  private stop (error: TowerSseClientError | null): void {
+  /** Closes for good; `abortRequest` false after the server's last word, whose response is read to its end. */
+  private stop (error: TowerSseClientError | null, abortRequest = true): void {
     if (this.currentState.kind === 'closed') return
     clearTimeout(this.retryTimer)
     this.retryTimer = undefined
-    this.controller?.abort()
+    if (abortRequest) this.controller?.abort()
     this.controller = null
     this.setState({ kind: 'closed', error })
     if (error !== null) this.sink.error(error)
