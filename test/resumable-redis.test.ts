@@ -116,7 +116,7 @@ t.test('a producer SIGKILLed mid-answer: its followers elsewhere are told within
   t.same(b.produced, [], 'the factory was not run again elsewhere')
 })
 
-t.test('after the ttl: a resync carrying the end\'s id, then 204', async (t) => {
+t.test('after the ttl: a resync, then the end with the end\'s id; a reconnect with it is answered 204', async (t) => {
   const [a, b] = await pair(t, 'ttl', { tokens: 3, ttlMs: 200 })
   const first = await post(a.port, { 'x-user': 'alice' })
   await first.ended
@@ -124,10 +124,42 @@ t.test('after the ttl: a resync carrying the end\'s id, then 204', async (t) => 
   const late = await post(b.port, { 'x-user': 'alice', 'last-event-id': first.events[0].id as string })
   await late.ended
   t.equal(late.status, 200, late.body)
-  t.same(late.events.map((e) => [e.event, JSON.parse(e.data).reason]), [['resync', 'expired']], 'missed events may be gone: told')
-  const next = await post(b.port, { 'x-user': 'alice', 'last-event-id': late.events[0].id as string })
+  t.same(late.events.map((e) => [e.event, JSON.parse(e.data).reason]), [['resync', 'expired'], ['end', 'expired']], 'missed events may be gone: told, and nothing more comes')
+  t.equal(late.events[1].id, first.events.at(-1)?.id, 'the end\'s id')
+  const next = await post(b.port, { 'x-user': 'alice', 'last-event-id': late.events[1].id as string })
   await next.ended
   t.equal(next.status, 204)
+})
+
+t.test('the log out of reach (Redis stopped): a resume is refused 503 + Retry-After, a new answer closes with a retry; neither runs the factory, both are answered once it is back', async (t) => {
+  const redis = await server(t)
+  const a = await startAnswerApp({ redis: { url: redis.url, key: 'reach' } }, { tokens: 3 })
+  t.teardown(() => a.app.close())
+  const first = await post(a.port, { 'x-user': 'alice' })
+  await first.ended
+  t.equal(first.events.at(-1)?.event, 'end')
+
+  redis.pause()
+  // Both asked at once, before the bus could be judged deaf (its refusals come first then).
+  const [resumed, fresh] = await Promise.all([post(a.port, { 'x-user': 'alice', 'last-event-id': first.events[0].id as string }), post(a.port, { 'x-user': 'alice' })])
+  await Promise.all([resumed.ended, fresh.ended])
+  t.equal(resumed.status, 503, resumed.body)
+  t.ok(Number(resumed.headers['retry-after']) >= 1, 'told when to come back')
+  t.equal(JSON.parse(resumed.body).code, 'TOWER_SSE_LOG_UNAVAILABLE')
+  t.equal(fresh.status, 200)
+  t.same(fresh.events, [], 'no event: nothing was produced, and no error that would stop a client for good')
+  t.equal(fresh.retries.length, 2, 'the retry: it opened with, and a fresh one as it closed')
+  t.same(a.produced.length, 1, 'the factory ran for the first answer only')
+  redis.resume()
+
+  // Its connection torn down by the command deadline, the app reconnects: refused until then.
+  let again!: SseConnection
+  await until('a resume answered', async () => {
+    again = await post(a.port, { 'x-user': 'alice', 'last-event-id': first.events[0].id as string })
+    await again.ended
+    return again.status === 200
+  })
+  t.same(tokens(again), ['token 1', 'token 2', 'end {}'], 'resumed after its id once Redis answers again')
 })
 
 // The log's `record` (tower-sse/mcp's append), on two instances' logs (two origins) over one Redis.
@@ -154,6 +186,8 @@ t.test('redis log: record appends from any instance, in one sequence; append sta
   const { a, b } = await twoLogs(t, 'record')
   const heard: string[] = []
   b.watch((id) => heard.push(id ?? '*'))
+  // B hears once it has used its log (a first read starts its listener).
+  await b.read('warm', 0, 0)
   await until('B listening', async () => (await a.record('warm', 'alice', 60_000, 'w', [{ data: 'w' }])) !== null && heard.includes('warm'))
   const seqs = (await Promise.all([
     a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'a1' }]),

@@ -125,6 +125,11 @@ export class Admission {
     return { retryFrame: this.retryFrame() }
   }
 
+  /** Refuses a stream nothing could feed now (its resumable log unreachable): told when to come back, as any refusal. */
+  refuseLogUnavailable (reply: FastifyReply): void {
+    this.refuse(reply, 'logUnavailable')
+  }
+
   /** The `retry:` frame for a stream opened (or ended) now: retryMs ± 20%, widened during a storm. */
   readonly retryFrame = (): Buffer => {
     const scale = this.storm.scale(this.clocks.monotonicNow())

@@ -13,6 +13,8 @@ export const REFUSALS = {
   closing: { code: 'TOWER_SSE_CLOSING', status: 503, message: () => 'the server is shutting down' },
   /** This instance cannot prove it receives the bus's events (see bus-guarantees.md): a stream here could not be fed. */
   busDeaf: { code: 'TOWER_SSE_BUS_DEAF', status: 503, message: () => 'this instance cannot prove it receives the event bus; another instance may serve you' },
+  /** A resumable stream's log (see resumable-streams.md) cannot be reached now: nothing could feed the stream. */
+  logUnavailable: { code: 'TOWER_SSE_LOG_UNAVAILABLE', status: 503, message: () => 'the log of resumable streams cannot be reached now' },
   pipelined: {
     code: 'TOWER_SSE_PIPELINED',
     status: 503,
@@ -43,7 +45,10 @@ export const CLOSE_CAUSES = {
   logout: 'logout',
   /** Past the `expiresAt` its subscribe() was given (a token's `exp`). */
   credentialsExpired: 'credentials-expired',
-  /** Its per-request stream (subscribe's `stream`) failed: logged, told (`event: error`), closed with a retry. */
+  /**
+   * Its per-request stream (subscribe's `stream`) failed: logged, told (`event: error`), closed with a
+   * retry; or its resumable log could not be reached: closed with a retry, to ask again.
+   */
   streamFailed: 'stream-failed',
   /** Its answer is complete: its per-request stream finished, or the app ended it (`handle.end()`). */
   ended: 'ended'

@@ -30,6 +30,8 @@ export type ResumeDecision =
   | { kind: 'done' }
   /** The log is gone (past its ttl); the client may have missed its end: a resync, then the end's id. */
   | { kind: 'expired', id: string, seal: string }
+  /** The log cannot be reached now: refused with a Retry-After, as any stream nothing could feed. */
+  | { kind: 'unavailable' }
   /** Replay after `after`, then the live tail. */
   | { kind: 'attach', id: string, seal: string, after: number }
   /** No such stream yet: this request's producer makes it. */
@@ -67,6 +69,15 @@ export class Resumables {
    * resumable stream (the owner's, or not found), else from the app's id (or a new one).
    */
   async decide (key: string, lastEventId: string | undefined, ask: ResumableAsk): Promise<ResumeDecision> {
+    try {
+      return await this.decideFromLog(key, lastEventId, ask)
+    } catch (error) {
+      this.logger.warn({ err: error }, 'tower-sse: the log of resumable streams could not be read; the stream is refused with a Retry-After')
+      return { kind: 'unavailable' }
+    }
+  }
+
+  private async decideFromLog (key: string, lastEventId: string | undefined, ask: ResumableAsk): Promise<ResumeDecision> {
     const seal = this.sealer()
     const owner = ownerHash(key)
     const resumed = lastEventId === undefined ? null : parseResumableEventId(lastEventId)
@@ -103,11 +114,12 @@ export class Resumables {
   }
 
   /**
-   * A log gone past its ttl: what the client has may not be all there was, and nothing more will
-   * come. A resync carrying the end's id, so that its reconnect is answered 204.
+   * A log gone past its ttl: what the client has may not be all there was (a resync), and nothing
+   * more will come (the end, with the end's id: a client that reconnects anyway is answered 204).
    */
   private expired (subscriber: Subscriber, id: string, seal: string): void {
-    subscriber.write(encodeEvent({ event: 'resync', id: this.sealer().eventId(id, 'end', seal), data: { reason: 'expired' } }))
+    subscriber.write(encodeEvent({ event: 'resync', data: { reason: 'expired' } }))
+    subscriber.write(encodeEvent({ event: 'end', id: this.sealer().eventId(id, 'end', seal), data: { reason: 'expired' } }))
     subscriber.end('ended')
   }
 
@@ -123,8 +135,8 @@ export class Resumables {
       created = await this.log.create(id, owner, ttlMs)
     } catch (error) {
       release()
-      this.logger.error({ err: error, streamId: subscriber.id }, 'tower-sse: a resumable stream\'s log could not be created')
-      subscriber.write(errorFrame('TOWER_SSE_LOG_UNAVAILABLE'))
+      // Nothing was produced: closed with a retry, the client asks again (an error event would stop it for good).
+      this.logger.error({ err: error, streamId: subscriber.id }, 'tower-sse: a resumable stream\'s log could not be created; its stream is closed with a retry')
       subscriber.end('streamFailed')
       return
     }

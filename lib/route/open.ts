@@ -176,6 +176,11 @@ export class StreamOpener {
       if (!reply.sent) answerWithoutStream(reply, decision.kind === 'done' ? 204 : 404)
       return notOpened()
     }
+    if (decision?.kind === 'unavailable') {
+      release(source, request.log)
+      if (!reply.sent) this.admission.refuseLogUnavailable(reply)
+      return notOpened()
+    }
     const ticket = this.ticket(request, reply, plan.key)
     if (ticket === null) {
       release(source, request.log)
