@@ -27,6 +27,12 @@ t.test('plans and arguments: the brief\'s cases by default, filters that say wha
   t.throws(() => parseArgs(['--answers=0']), /--answers takes comma-separated integers 1-5000, got "0"/)
   t.throws(() => parseArgs(['--fast']), /unknown or malformed argument "--fast"/)
   t.equal(parseArgs(['--help']).help, true)
+  for (const plan of [FULL_PLAN, QUICK_PLAN]) {
+    const r = plan.resume
+    t.ok(r.cutFromMs + (r.cuts - 1) * r.cutEveryMs + r.gapMs < r.tokens * r.everyMs, `${plan.name}: every cut and its reconnect fall while the answers are in flight`)
+    t.ok(r.gapMs >= 2 * r.everyMs, `${plan.name}: a reconnect has missed tokens waiting for it`)
+    t.ok(plan.compare.followAt < plan.compare.killAt && plan.compare.killAt < plan.compare.tokens, `${plan.name}: follow, then the kill, mid-answer`)
+  }
 })
 
 const TOWER = 'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\nconnection: close\r\n\r\n' +

@@ -219,12 +219,12 @@ export function resumeMarkdown (results: ResumeResults): string {
 }
 
 export async function resumeChart (rows: readonly ThroughputRow[]): Promise<string> {
-  const values = rows.map((r) => ({ answers: `${int(r.answers)} answers`, order: r.answers, log: r.log, tokensPerSec: r.tokensPerSec, tokensPerCpuS: r.tokensPerCpuS }))
+  const values = rows.map((r) => ({ answers: int(r.answers), order: r.answers, log: r.log, tokensPerSec: r.tokensPerSec, tokensPerCpuS: r.tokensPerCpuS }))
   const bars = (field: string, title: string) => ({
     width: 240,
     mark: 'bar' as const,
     encoding: {
-      x: { field: 'answers', type: 'nominal' as const, title: 'concurrent answers', sort: { field: 'order' } },
+      x: { field: 'answers', type: 'nominal' as const, title: 'concurrent answers', sort: { field: 'order' }, axis: { labelAngle: 0 } },
       xOffset: { field: 'log' },
       y: { field, type: 'quantitative' as const, title },
       color: { field: 'log', type: 'nominal' as const, title: 'log' }
