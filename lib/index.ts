@@ -75,8 +75,15 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const sweep = new Sweep(registry, clocks.random)
   const log = createLog(bus, options.redis)
   const resumables = new Resumables(log, fastify.log)
-  await fanOut.start()
-  await resumables.start()
+  try {
+    await fanOut.start()
+    await resumables.start()
+  } catch (error) {
+    // Nothing left connected by a start that failed: neither the bus's connections nor the log's.
+    await resumables.close().catch(() => {})
+    await fanOut.close().catch(() => {})
+    throw error
+  }
   const stats = (): SseStats => counts.read({
     current: registry.size,
     capacity: registry.capacity,

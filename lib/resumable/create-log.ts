@@ -5,8 +5,9 @@ import type { ResumableLog } from './log'
 import { MemoryLog } from './memory-log'
 import { RedisLog } from './redis-log'
 
-/** The log resumable streams keep their events in: in Redis when the bus is (on its connection, under its key), else in this process. */
+/** The log resumable streams keep their events in: in Redis when the bus is (on a connection of its own, under the bus's key), else in this process. */
 export function createLog (bus: Bus, redis: RedisSettings | undefined): ResumableLog {
   if (redis === undefined || !(bus instanceof RedisBus)) return new MemoryLog()
-  return new RedisLog(bus.commands, redis.key)
+  const own = bus.openConnection()
+  return new RedisLog(own.connection, redis.key, own.close)
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { disconnectQuietly, type RedisConnection } from '../bus/redis/connection'
+import { disconnectQuietly, whenReady, type RedisConnection } from '../bus/redis/connection'
 import { keyPrefix } from '../bus/redis/keys'
 import { MAX_LOG_ENTRIES, type LogEntry, type LoggedEvent, type LogMeta, type LogOutcome, type LogRead, type ResumableLog } from './log'
 
@@ -136,7 +136,8 @@ export class RedisLog implements ResumableLog {
   private closed = false
   private readonly watchers: Array<(id: string | null) => void> = []
 
-  constructor (private readonly redis: RedisConnection, private readonly redisKey: string) {
+  /** `release`: closes `redis` when the log closes (a connection of its own); a connection lent to it stays open. */
+  constructor (private readonly redis: RedisConnection, private readonly redisKey: string, private readonly release: () => void = () => {}) {
     this.channel = `${keyPrefix(redisKey)}:r-changed`
     redis.defineCommand('towerSseLogCreate', { numberOfKeys: 1, lua: CREATE })
     redis.defineCommand('towerSseLogAppend', { numberOfKeys: 2, lua: APPEND })
@@ -146,6 +147,8 @@ export class RedisLog implements ResumableLog {
   }
 
   async secret (): Promise<Buffer> {
+    // The first command, at start: its connection (no offline queue) is connected first.
+    await whenReady(this.redis)
     const key = `${keyPrefix(this.redisKey)}:r-secret`
     await this.redis.set(key, randomBytes(32).toString('hex'), 'NX')
     const secret = await this.redis.get(key)
@@ -233,6 +236,7 @@ export class RedisLog implements ResumableLog {
     this.closed = true
     if (this.listener !== null) disconnectQuietly(this.listener)
     this.listener = null
+    this.release()
   }
 
   private async end (id: string, outcome: LogOutcome, mode: 'own' | 'any' | 'stale', staleMs: number): Promise<boolean> {

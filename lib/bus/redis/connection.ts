@@ -117,8 +117,16 @@ export interface BusConnections {
   publisher: RedisConnection
   reader: RedisConnection
   ownsPublisher: boolean
+  /** Another connection of ours, as the reader is (resumable streams' logs): its traffic never queues ahead of the bus's. */
+  open: () => OwnConnection
   /** Stops starting ended connections again (before they are closed on purpose). */
   stopRestarts: () => void
+}
+
+/** A connection of ours beside the bus's: started again when it ends, until close(). */
+export interface OwnConnection {
+  connection: RedisConnection
+  close: () => void
 }
 
 /**
@@ -145,14 +153,20 @@ export function openBusConnections (redis: string | RedisConnection, random: () 
   }
   const ownsPublisher = typeof redis === 'string'
   const publisher = typeof redis === 'string' ? createRedisConnection(redis, own) : redis
-  // The blocking reader needs a connection of its own; it is always ours. A Cluster's duplicate
-  // keeps the app's node options (its password, TLS) under ours.
-  const reader = isCluster(publisher)
+  // A Cluster's duplicate keeps the app's node options (its password, TLS) under ours.
+  const ours = (): RedisConnection => isCluster(publisher)
     ? publisher.duplicate([], clusterOptions({ ...publisher.options.redisOptions, ...own }))
     : publisher.duplicate(own)
+  // The blocking reader needs a connection of its own; it is always ours.
+  const reader = ours()
   const restartDelay = (): number => backoffDelayMs(RESTART_ATTEMPT, random, BACKOFF_BASE_MS, BACKOFF_CAP_MS)
   const stops = (ownsPublisher ? [publisher, reader] : [reader]).map((connection) => restartWhenEnded(connection, restartDelay))
-  return { publisher, reader, ownsPublisher, stopRestarts: () => { for (const stop of stops) stop() } }
+  const open = (): OwnConnection => {
+    const connection = ours()
+    const stop = restartWhenEnded(connection, restartDelay)
+    return { connection, close: () => { stop(); disconnectQuietly(connection) } }
+  }
+  return { publisher, reader, ownsPublisher, open, stopRestarts: () => { for (const stop of stops) stop() } }
 }
 
 /** Resolves once `connection` is ready (connecting it if it waits), rejects if it ends or is not ready within CONNECT_TIMEOUT_MS. */

@@ -1,5 +1,5 @@
 import { randomBytes, randomFillSync } from 'node:crypto'
-import { disconnectQuietly, isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type RedisConnection } from './connection'
+import { disconnectQuietly, isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type OwnConnection, type RedisConnection } from './connection'
 import { keyPrefix } from './keys'
 import { redactRedisUrl } from './url'
 import { comparePositions, formatEventId, type EventPosition } from '../event-id'
@@ -84,6 +84,7 @@ export class RedisBus implements Bus {
   private readonly prefix: string
   private readonly ownsPublisher: boolean
   private readonly stopRestarts: () => void
+  private readonly openOwn: () => OwnConnection
   private readonly streamKey: string
   private readonly metaKey: string
   private readonly maxLength: number
@@ -139,6 +140,7 @@ export class RedisBus implements Bus {
     this.reader = connections.reader
     this.ownsPublisher = connections.ownsPublisher
     this.stopRestarts = connections.stopRestarts
+    this.openOwn = connections.open
     // A new connection may be to another server (a restart, a failover): learn who it is before publishing.
     // First of the 'ready' listeners, so the state is never judged "up" on the old connection's facts.
     this.publisher.on('ready', this.learnPublisher)
@@ -151,9 +153,13 @@ export class RedisBus implements Bus {
     this.watchTimer = setInterval(this.watch, WATCHDOG_MS).unref()
   }
 
-  /** The connection the bus sends its commands on (never its blocking reader): resumable streams' logs share it. */
-  get commands (): RedisConnection {
-    return this.publisher
+  /**
+   * A connection of its own for resumable streams' logs, to the bus's Redis: answers' appends
+   * queued on the bus's connection would hold back its publishes and its receive probe (a loaded
+   * quick run of bench:resume once refused streams TOWER_SSE_BUS_DEAF with 1,000 answers at once).
+   */
+  openConnection (): OwnConnection {
+    return this.openOwn()
   }
 
   async subscribe (deliver: Deliver, lost: Lost, deaf: Deaf = () => {}): Promise<StartPoint> {
