@@ -247,3 +247,42 @@ t.test('keyFromClientId: a client elsewhere naming itself like another gets neit
   t.equal(again.status, 429, 'the per-key limit still holds for the victim\'s own address')
   victim.destroy(); mimic.destroy()
 })
+
+t.test('tower-sse\'s own event names (`end`, `refused`) are refused on every path an app writes by: nothing of it is sent', async (t) => {
+  let handle!: StreamHandle
+  const { app, port } = await start(t, {}, (app) => {
+    app.get('/handle', { eventStream: true }, async (_request, reply) => {
+      handle = await reply.eventStream.subscribe()
+      return handle
+    })
+    app.get('/item', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({
+      stream: (async function * () { yield { data: 'first' }; yield { event: 'end', data: 'forged' } })()
+    }))
+    app.post('/answer', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({
+      resumable: true,
+      stream: (async function * () { yield { data: 'first' }; yield { event: 'refused', data: 'forged' } })()
+    }))
+    app.get('/initial', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({ initialEvent: { event: 'end', data: 'forged' } }))
+  })
+  const viaHandle = await connect(port, '/handle')
+  await waitFor('the handle', () => handle !== undefined)
+  for (const name of ['end', 'refused']) {
+    await t.rejects(app.sse.broadcast('x', { event: name }), { code: 'TOWER_SSE_BAD_FIELD', message: new RegExp(`"${name}"`) }, `broadcast ${name}`)
+    t.throws(() => app.sse.send({ id: handle.id }, 'x', { event: name }), { code: 'TOWER_SSE_BAD_FIELD' }, `app.sse.send ${name}`)
+    t.throws(() => handle.send({ event: name, data: 'x' }), { code: 'TOWER_SSE_BAD_FIELD' }, `handle.send ${name}`)
+  }
+  t.equal((await app.sse.broadcast('fine', { event: 'resync-soon' })).delivered, 1, 'any other name goes')
+  await waitFor('the allowed one', () => viaHandle.events.length === 1)
+  t.same(viaHandle.events.map((e) => e.event), ['resync-soon'], 'none of the refused ones reached the client')
+
+  const item = await connect(port, '/item')
+  await item.ended
+  t.same(item.events.map((e) => [e.event, e.data]), [[undefined, 'first'], ['error', '{"code":"TOWER_SSE_STREAM_FAILED"}']], 'an item named `end`: the stream fails, told')
+  const answer = await connect(port, '/answer', {}, { method: 'POST', body: '' })
+  await answer.ended
+  t.same(answer.events.map((e) => [e.event, e.data]), [[undefined, 'first'], ['error', '{"code":"TOWER_SSE_STREAM_FAILED"}']], 'a resumable item named `refused`: the answer fails, told')
+  const initial = await connect(port, '/initial')
+  await initial.ended
+  t.equal(initial.status, 500, 'an initialEvent named `end`: refused before any stream header')
+  t.equal(JSON.parse(initial.body).code, 'TOWER_SSE_BAD_FIELD')
+})

@@ -31,6 +31,24 @@ export function checkField (name: string, value: string): void {
   }
 }
 
+/**
+ * Event names tower-sse/client acts on: `end` closes it for good, `refused` makes it wait as for a
+ * 503. The plugin's own; an app's event by either name would stop or hold every client it reaches.
+ */
+const RESERVED_EVENTS: ReadonlySet<string> = new Set(['end', 'refused'])
+
+/** An app's event name: a safe field, and not one of tower-sse's own. */
+export function checkEventName (event: string): void {
+  checkField('event', event)
+  if (RESERVED_EVENTS.has(event)) throw new EventFieldError('event', `not be ${JSON.stringify(event)}, a name tower-sse/client acts on (the plugin's own)`)
+}
+
+/** An app's event, encoded: its name checked against tower-sse's own first. */
+export function encodeAppEvent (event: SseEventInit): Buffer {
+  if (event.event !== undefined) checkEventName(event.event)
+  return encodeEvent(event)
+}
+
 /** The text of `data`: strings as they are, anything else as JSON. */
 export function dataText (data: unknown): string {
   if (typeof data === 'string') return data

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { dataText, encodeEvent, encodeText, checkField, type SseEvent } from '../events/encoder'
+import { dataText, encodeEvent, encodeText, checkEventName, type SseEvent } from '../events/encoder'
 import type { Subscriber } from '../streams/subscriber'
 import { SingleFlight } from '../shared/single-flight'
 import { IdSeal, isStreamId, newStreamId, ownerHash, parseResumableEventId } from './resumable-id'
@@ -337,7 +337,7 @@ function logged (item: unknown): LoggedEvent {
     throw new TypeError(`tower-sse: a resumable stream's items must be events { data, event?, retry? }, got ${item === null ? 'null' : typeof item}`)
   }
   const { data, event, retry } = item as SseEvent
-  if (event !== undefined) checkField('event', event)
+  if (event !== undefined) checkEventName(event)
   if (retry !== undefined && (!Number.isSafeInteger(retry) || retry < 0)) throw new TypeError(`tower-sse: retry must be a non-negative integer of ms, got ${String(retry)}`)
   return { data: dataText(data), ...(event === undefined ? {} : { event }), ...(retry === undefined ? {} : { retry }) }
 }

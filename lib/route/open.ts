@@ -2,7 +2,7 @@ import { randomId } from '../shared/random-id'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Admission, Ticket } from '../admission/admission'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
-import { encodeEvent, type SseEventInit } from '../events/encoder'
+import { encodeAppEvent, type SseEventInit } from '../events/encoder'
 import { jittered } from '../shared/jitter'
 import type { Clocks } from '../shared/clocks'
 import { MAX_TIMER_MS } from '../shared/option-rules'
@@ -262,7 +262,7 @@ export class StreamOpener {
       const lastEventId = resumable !== undefined ? null : asked.lastEventId !== undefined ? resumePointOf(asked.lastEventId) : lastEventIdOf(request)
       const initial = asked.initialEvent !== undefined ? asked.initialEvent : route.initialEvent ?? settings.initialEvent
       return chain(typeof initial === 'function' ? initial(infoOf(plan), request) : initial ?? undefined, (first) => {
-        const prepared = { plan, lastEventId, initialFrame: first === undefined ? EMPTY : encodeEvent(first), resumable }
+        const prepared = { plan, lastEventId, initialFrame: first === undefined ? EMPTY : encodeAppEvent(first), resumable }
         // Answered meanwhile (a forgotten return): its onSend hooks ran on that answer already. And
         // a route whose one onSend hook is the plugin's own (a forgotten return's) has none to run.
         if (reply.sent || onSendHookCount(request) <= 1) return prepared

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { encodeEvent, type SseEvent } from '../events/encoder'
+import { encodeAppEvent, encodeEvent, type SseEvent } from '../events/encoder'
 import type { Subscriber } from '../streams/subscriber'
 import { StreamSourceError } from '../errors'
 import type { PerRequestStream, StreamContext, StreamSource } from '../events/event-source'
@@ -88,7 +88,7 @@ export async function pump (subscriber: Subscriber, source: StreamSource, log: F
     }
     let frame: Buffer
     try {
-      frame = encodeEvent(eventOf(next.value))
+      frame = encodeAppEvent(eventOf(next.value))
     } catch (error) {
       fail('TOWER_SSE_STREAM_FAILED', error)
       return

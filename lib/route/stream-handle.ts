@@ -1,4 +1,4 @@
-import { encodeEvent, type SseEvent } from '../events/encoder'
+import { encodeAppEvent, type SseEvent } from '../events/encoder'
 import type { CloseReason } from '../observe/vocabulary'
 import type { Subscriber } from '../streams/subscriber'
 import { END_FRAME, type StreamContext } from './per-request'
@@ -52,7 +52,7 @@ export class OpenStream implements StreamHandle, StreamContext {
   }
 
   send (event: SseEvent): boolean {
-    return this.subscriber.write(encodeEvent(event))
+    return this.subscriber.write(encodeAppEvent(event))
   }
 
   end (): void {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Bus, Published } from '../bus/bus'
 import type { StreamStats } from '../observe/stats'
-import { checkField, dataText } from '../events/encoder'
+import { checkEventName, dataText } from '../events/encoder'
 import { checkTopic } from '../events/topic'
 import { BroadcastIdempotencyKeyError, BroadcastIdPropertyError, IdempotencyConflictError } from '../errors'
 
@@ -46,7 +46,7 @@ export function broadcast (bus: Bus, stats: StreamStats, data: unknown, options:
       throw new BroadcastIdempotencyKeyError(JSON.stringify(idempotencyKey))
     }
     if (topic !== undefined) checkTopic(topic)
-    if (event !== undefined) checkField('event', event)
+    if (event !== undefined) checkEventName(event)
     const text = dataText(data)
     if (idProperty !== undefined) checkIdProperty(idProperty, data, text)
     const counted = (published: Published): Published => {

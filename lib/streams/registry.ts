@@ -1,7 +1,7 @@
 import { APP_CLOSE_REASONS, type AppCloseReason, type CloseReason } from '../observe/vocabulary'
 import type { StreamStats } from '../observe/stats'
 import type { SseClientInfo, Subscriber } from './subscriber'
-import { checkField, encodeEvent } from '../events/encoder'
+import { encodeAppEvent } from '../events/encoder'
 import { AppCloseReasonError, RegistryFullError, StreamAddressError } from '../errors'
 import { describe } from '../shared/describe'
 
@@ -61,8 +61,7 @@ export class Registry {
    * no id, not in history, so never replayed); returns how many took it.
    */
   send (to: StreamAddress, data: unknown, options: { event?: string } = {}): number {
-    if (options.event !== undefined) checkField('event', options.event)
-    const frame = encodeEvent({ event: options.event, data })
+    const frame = encodeAppEvent({ event: options.event, data })
     let sent = 0
     for (const subscriber of this.addressed(to)) if (subscriber.write(frame)) sent++
     return sent
