@@ -124,7 +124,10 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
     opener,
     stats: counts,
     path: options.path,
-    first: [streamGuard(options.guard), admission.onRequest],
+    // No guard asked for, no hook: every hook costs each stream its turn in Fastify's runner.
+    first: options.guard.allowedHosts === undefined && options.guard.allowedOrigins === undefined
+      ? [admission.onRequest]
+      : [streamGuard(options.guard), admission.onRequest],
     owns: (instance) => instance.sse === hub,
     closing: takeOverClosingRequests(fastify, admission.refuseClosing)
   })

@@ -22,7 +22,11 @@ export const UNADDRESSED_KEY = 'ip:invalid'
 
 export function addressKey (address: string | undefined, grouping: AddressGrouping = DEFAULT_ADDRESS_GROUPING): string {
   if (address === undefined) return UNADDRESSED_KEY
-  if (isIPv4(address)) return ipv4Key(ipv4Words(address), grouping.ipv4PrefixLength)
+  if (isIPv4(address)) {
+    // Node's dotted quads have no leading zeros: each address is spelled one way, its own key.
+    if (grouping.ipv4PrefixLength === 32) return `ip:${address}`
+    return ipv4Key(ipv4Words(address), grouping.ipv4PrefixLength)
+  }
   const words = ipv6Words(address)
   if (words === null) return UNADDRESSED_KEY
   // IPv4-mapped (::ffff:a.b.c.d): the IPv4 client it stands for.

@@ -109,11 +109,13 @@ export function streamGuard (options: StreamGuardOptions): onRequestHookHandler 
   const hosts = allowedHosts?.map((entry) => parseAllowedHost(entry) ?? entry)
   const origins = allowedOrigins === undefined ? undefined : new Set(allowedOrigins)
   return (request, _reply, done) => {
-    const raw = request.headers.host
-    const host = parseHost(raw)
-    if (hosts !== undefined && (host === null || !isAllowedHost(host, hosts))) {
-      done(new HostNotAllowedError(shown(raw)))
-      return
+    if (hosts !== undefined) {
+      const raw = request.headers.host
+      const host = parseHost(raw)
+      if (host === null || !isAllowedHost(host, hosts)) {
+        done(new HostNotAllowedError(shown(raw)))
+        return
+      }
     }
     const origin = request.headers.origin
     if (origins !== undefined && origin !== undefined && !origins.has(origin)) {

@@ -22,7 +22,10 @@ export function openUntilClose (res: ServerResponse, status: number, headers: Ou
 
 /** Ends a response opened with openUntilClose and closes the connection right behind it. */
 export function endAndClose (res: ServerResponse, last?: Buffer | string): void {
-  res.end(last)
+  // A Buffer as latin1 text, the same bytes sent with the head in one buffer (see Subscriber.open).
+  if (last === undefined) res.end()
+  else if (typeof last === 'string') res.end(last)
+  else res.end(last.toString('latin1'), 'latin1')
   // HTTP/2: res.socket stands for the session's socket, yet its end/destroy act on this stream
   // (destroy would cut what the stream has not sent yet); end() is all this stream needs.
   if (isHttp2(res)) return

@@ -122,7 +122,9 @@ export class Subscriber implements SseClientInfo, TurnTarget {
     res.on('close', () => this.finish('disconnected'))
     openUntilClose(res, status, headers)
     this.queuedBytes += firstFrames.length
-    res.write(firstFrames)
+    // As latin1 text (the same bytes): Node sends a string together with the head in one buffer,
+    // a Buffer as a second chunk of a writev — measured at ~40 µs more CPU per stream opened.
+    res.write(firstFrames.toString('latin1'), 'latin1')
     this.sink = sinkOf(res)
     const { lifetime } = this
     if (lifetime !== null) {
