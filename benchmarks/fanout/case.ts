@@ -12,9 +12,14 @@ export interface CaseResult {
   contender: ContenderName
   clients: number
   clientProcesses: number
-  /** Time to admit every stream, first connect to last 200, and the rate it implies. */
+  /**
+   * Streams are admitted in two halves. The rate of the second, on a server the first has warmed
+   * (a storm meets a server that has run): its time, first connect to last 200, and the rate it
+   * implies. The first, cold half's rate beside it.
+   */
   connectMs: number
   connectsPerSec: number
+  coldConnectsPerSec: number
   /** Events per second of the steady phase (the same deliveries per second at every stream count). */
   steadyRatePerSec: number
   /** Median server time of one broadcast at the steady rate (stamp to next event-loop turn). */
@@ -34,7 +39,10 @@ export interface CaseResult {
   fastP99Ms: number
   /** Server CPU time per event in the back-to-back phase, delivery included. */
   fastCpuMsPerEvent: number
-  /** Server growth per idle stream after GC, from before the first connect to after the last. */
+  /**
+   * Server growth per idle stream after GC over the second half: what one more stream costs, not
+   * the path's first compilation and the heap's first growth (one-time costs the first half pays).
+   */
   rssPerClientKB: number
   heapPerClientKB: number
   /** Share of the expected deliveries (events × streams, both phases) that arrived. */
@@ -114,10 +122,14 @@ export async function measureCase (
     for (const [i, holder] of holders.entries()) {
       requireFiles(holder.label, await holder.request<number | null>({ type: 'fileLimit' }, REQUEST_MS), perProcess[i] + SPARE_FILES)
     }
-    const idle = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)
-
-    const connectMs = await admit(server, holders, plan, port, perProcess, `${contender} ×${clients}`)
-    log(`${contender} ×${clients}: admitted in ${connectMs.toFixed(0)} ms`)
+    const firstHalf = perProcess.map((n) => Math.floor(n / 2))
+    const secondHalf = perProcess.map((n, i) => n - firstHalf[i])
+    const [coldStreams, warmStreams] = [firstHalf, secondHalf].map((part) => part.reduce((sum, n) => sum + n, 0))
+    const coldMs = await admit(server, holders, plan, port, firstHalf, `${contender} ×${clients} (first half)`)
+    await sleep(plan.settleMs)
+    const half = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)
+    const connectMs = await admit(server, holders, plan, port, secondHalf, `${contender} ×${clients} (second half)`, clients)
+    log(`${contender} ×${clients}: admitted ${coldStreams} in ${coldMs.toFixed(0)} ms, then ${warmStreams} in ${connectMs.toFixed(0)} ms`)
     await sleep(plan.settleMs)
     const loaded = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)
     const scrape = metricsPath === null ? null : await timeScrapes(port, metricsPath)
@@ -178,7 +190,8 @@ export async function measureCase (
       clients,
       clientProcesses: holders.length,
       connectMs: round(connectMs, 1),
-      connectsPerSec: Math.round(clients / (connectMs / 1000)),
+      connectsPerSec: Math.round(warmStreams / (connectMs / 1000)),
+      coldConnectsPerSec: Math.round(coldStreams / (coldMs / 1000)),
       steadyRatePerSec: round(steadyRate(plan, clients), 3),
       broadcastMs: round(median(broadcastUs) / 1000, 3),
       p50Ms: round(steadyLatency.quantile(0.5) / 1000, 3),
@@ -191,8 +204,8 @@ export async function measureCase (
       fastP50Ms: round(fastLatency.quantile(0.5) / 1000, 3),
       fastP99Ms: round(fastLatency.quantile(0.99) / 1000, 3),
       fastCpuMsPerEvent: round(fast.cpuUs / 1000 / Math.max(1, fast.sent), 3),
-      rssPerClientKB: round((loaded.rss - idle.rss) / clients / 1024),
-      heapPerClientKB: round((loaded.heapUsed - idle.heapUsed) / clients / 1024),
+      rssPerClientKB: round((loaded.rss - half.rss) / warmStreams / 1024),
+      heapPerClientKB: round((loaded.heapUsed - half.heapUsed) / warmStreams / 1024),
       deliveredPct: round((received(steady.delivered) + received(fast.delivered)) / expected * 100, 3),
       scrapeMs: scrape?.medianMs ?? null,
       scrapeMaxMs: scrape?.maxMs ?? null

@@ -187,7 +187,10 @@ export function fanoutMarkdown (results: FanoutResults): string {
     '- **p50 / p99 ms**: stamp in the payload → arrival at the client process, every event × every stream of the steady phase.',
     `- **max events/s**: back-to-back broadcasts (at most ${plan.fast.maxEvents} events or ${plan.fast.maxMs / 1000} s of sending), events per second that reached every stream.`,
     '- **server CPU %**: user + system CPU of the server process (% of one core) over the steady phase, read with `process.cpuUsage()` inside it.',
-    '- **RSS / heap KB per stream**: server growth after `global.gc()` from before the first connect to idle with every stream open.',
+    '- **admitted/s**: the streams are admitted in two halves; the rate of the second, on a server the first has warmed ' +
+      '(a storm meets a server that has run). The first, cold half\'s rate is `coldConnectsPerSec` in the JSON.',
+    '- **RSS / heap KB per stream**: server growth after `global.gc()` over the second half, idle with every stream open: what one more ' +
+      'stream costs, without the one-time costs the first half pays (the path\'s first compilation, the heap\'s first growth).',
     `- Streams held by client processes of up to ${plan.streamsPerProcess.toLocaleString('en-US')} raw sockets each, ${plan.connectConcurrency} connects in flight per process, ` +
       'each from its own loopback address; no heartbeat or max age on any contender.',
     `- Server and client processes share the host's ${env.cores} cores: latency includes the client processes' turn on a core. ` +

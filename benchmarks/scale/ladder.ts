@@ -57,7 +57,7 @@ export async function climbLadder (plan: ScalePlan, contender: ContenderName, st
       const added = parts.map((_, i) => new IpcClient(spawnClient(), `client process ${holders.length + i}`))
       holders.push(...added)
       for (const [i, holder] of added.entries()) requireFiles(holder.label, await holder.request<number | null>({ type: 'fileLimit' }, REQUEST_MS), parts[i] + SPARE_FILES)
-      const admitMs = await admit(server, added, plan.fanout, port, parts, `${contender} +${streams - held}`)
+      const admitMs = await admit(server, added, plan.fanout, port, parts, `${contender} +${streams - held}`, streams)
       held = streams
       await sleep(plan.settleMs)
       const memory = await server.request<MemoryReply>({ type: 'memory' }, REQUEST_MS)

@@ -89,12 +89,15 @@ export const received = (delivered: CollectReply[]): number => delivered.reduce(
 
 /**
  * Opens every stream (each client process its share, from its own source address) and waits
- * until the server counts them all; returns the time from the first connect to the last 200.
+ * until the server counts them all (`openAfter`, with those open before); returns the time from
+ * the first connect to the last 200.
  */
 export async function admit (
-  server: IpcClient, holders: IpcClient[], plan: RigPlan, port: number, perProcess: number[], label: string
+  server: IpcClient, holders: IpcClient[], plan: RigPlan, port: number, perProcess: number[], label: string, openAfter?: number
 ): Promise<number> {
   const clients = perProcess.reduce((sum, n) => sum + n, 0)
+  /** Streams the server holds once these are in (more than `clients` when some were open before). */
+  const expected = openAfter ?? clients
   const startUs = nowUs()
   const connected = await Promise.all(holders.map((holder, i) => holder.request<ConnectReply>({
     type: 'connect', port, path: STREAM_PATH, count: perProcess[i], concurrency: plan.connectConcurrency, localAddress: sourceAddress(i)
@@ -106,10 +109,15 @@ export async function admit (
     throw new Error(`${label}: ${admitted} of ${clients} streams admitted (${errors})`)
   }
   // A library may register a stream a moment after its headers went out.
+  await until(`${label}: the server counting ${expected} open streams`, async () => await server.request<number>({ type: 'size' }, REQUEST_MS) >= expected)
+  return connectMs
+}
+
+/** Waits until `condition` holds (asked every 20 ms), failing after 10 s. */
+export async function until (what: string, condition: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 10_000
-  while (await server.request<number>({ type: 'size' }, REQUEST_MS) < clients) {
-    if (Date.now() > deadline) throw new Error(`${label}: the server never counted ${clients} open streams`)
+  while (!await condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await sleep(20)
   }
-  return connectMs
 }
