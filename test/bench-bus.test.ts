@@ -132,14 +132,14 @@ t.test('capacity figures: deliveries are each instance\'s events fanned out × i
   t.throws(() => capacityFigures(start, { ...end, marks: end.marks.slice(1) }), /one mark per instance/)
 
   const l = latencyFigures(0.5, 1000.4, [
-    { sent: 10, settled: 9, failed: 1, errors: { TOWER_SSE_PUBLISH_UNKNOWN: 1 }, maxInFlight: 3, scheduled: 10, measured: 8, latencyUs: { counts: [], max: 0 }, windowMs: 100, cpuUs: 50_000, sentLate: 1 },
-    { sent: 10, settled: 10, failed: 0, errors: {}, maxInFlight: 5, scheduled: 10, measured: 8, latencyUs: { counts: [], max: 0 }, windowMs: 100, cpuUs: 20_000, sentLate: 0 }
+    { sent: 10, settled: 9, failed: 1, errors: { TOWER_SSE_PUBLISH_UNKNOWN: 1 }, maxInFlight: 3, scheduled: 10, measured: 8, latencyUs: { counts: [], max: 0 }, windowMs: 100, cpuUs: 50_000, sentLate: 1, loopDelayP99Ms: 12.04 },
+    { sent: 10, settled: 10, failed: 0, errors: {}, maxInFlight: 5, scheduled: 10, measured: 8, latencyUs: { counts: [], max: 0 }, windowMs: 100, cpuUs: 20_000, sentLate: 0, loopDelayP99Ms: 30.5 }
   ], { p50Us: 1500, p99Us: 9000, maxUs: 12_345 })
-  t.same(l, { fraction: 0.5, offeredPerSec: 1000, measured: 16, published: 19, failed: 1, errors: { TOWER_SSE_PUBLISH_UNKNOWN: 1 }, p50Ms: 1.5, p99Ms: 9, maxMs: 12.345, maxInFlight: 5, sentLate: 1, instanceCpuPct: 70 })
+  t.same(l, { fraction: 0.5, offeredPerSec: 1000, measured: 16, published: 19, failed: 1, errors: { TOWER_SSE_PUBLISH_UNKNOWN: 1 }, p50Ms: 1.5, p99Ms: 9, maxMs: 12.345, maxInFlight: 5, sentLate: 1, instanceCpuPct: 70, loopDelayP99Ms: 30.5 })
 })
 
 function row (bus: BusRow['bus'], instances: number, streams: number, perCoreSecond: number, p99AtHalf: number, failedAtHalf = 0): BusRow {
-  const latency = (fraction: number, p99Ms: number, failed = 0): LatencyFigures => ({ fraction, offeredPerSec: 100, measured: 500, published: 500 - failed, failed, errors: failed > 0 ? { TOWER_SSE_BUS_BUSY: failed } : {}, p50Ms: 1, p99Ms, maxMs: p99Ms, maxInFlight: 3, sentLate: 0, instanceCpuPct: 40 })
+  const latency = (fraction: number, p99Ms: number, failed = 0): LatencyFigures => ({ fraction, offeredPerSec: 100, measured: 500, published: 500 - failed, failed, errors: failed > 0 ? { TOWER_SSE_BUS_BUSY: failed } : {}, p50Ms: 1, p99Ms, maxMs: p99Ms, maxInFlight: 3, sentLate: 0, instanceCpuPct: 40, loopDelayP99Ms: 11 })
   return {
     bus,
     instances,

@@ -5,6 +5,7 @@
  * at the ends of each measured window.
  */
 import type net from 'node:net'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import Fastify, { type FastifyInstance } from 'fastify'
 import towerSse from '../../lib'
 import { CLOSE_REASONS } from '../../lib/observe/vocabulary'
@@ -36,7 +37,8 @@ export interface Mark {
   loop: LoopCounts
 }
 
-export type OpenLoopReply = OpenLoopResult
+/** The open loop's figures, and this instance's event-loop delay over it (monitorEventLoopDelay, 10 ms resolution). */
+export type OpenLoopReply = OpenLoopResult & { loopDelayP99Ms: number }
 
 let app: FastifyInstance | undefined
 let loop: ClosedLoop | null = null
@@ -159,14 +161,24 @@ serveIpc('bus instance', {
   },
 
   /** The latency phase: an open loop at `perSec`, timed from each publish's scheduled time. */
-  'open-loop': (request): Promise<OpenLoopReply> => openLoop(publisher(running(), integer(request, 'bytes')), {
-    perSec: positive(request, 'perSec'),
-    warmupMs: integer(request, 'warmupMs'),
-    measureMs: integer(request, 'measureMs'),
-    now: () => performance.now(),
-    settleMs: 10_000,
-    cpuUs
-  }),
+  'open-loop': async (request): Promise<OpenLoopReply> => {
+    // How late this instance's event loop ran while it published: a busy loop delays every settle.
+    const delay = monitorEventLoopDelay({ resolution: 10 })
+    delay.enable()
+    try {
+      const result = await openLoop(publisher(running(), integer(request, 'bytes')), {
+        perSec: positive(request, 'perSec'),
+        warmupMs: integer(request, 'warmupMs'),
+        measureMs: integer(request, 'measureMs'),
+        now: () => performance.now(),
+        settleMs: 10_000,
+        cpuUs
+      })
+      return { ...result, loopDelayP99Ms: delay.percentile(99) / 1e6 }
+    } finally {
+      delay.disable()
+    }
+  },
 
   close: async () => {
     await loop?.stop(1000)

@@ -3,8 +3,7 @@ import type { MachineLoad } from '../lib/machine-load'
 import { markdownTable } from '../lib/markdown-table'
 import { writeResults, type Target } from '../lib/results-files'
 import { vegaLiteSvg } from '../lib/vega-svg'
-import type { Mark } from './instance'
-import type { OpenLoopResult } from './loops'
+import type { Mark, OpenLoopReply } from './instance'
 import { inFlightFor, type BusKind, type BusPlan } from './plan'
 
 export type { Target }
@@ -56,6 +55,8 @@ export interface LatencyFigures {
   sentLate: number
   /** The instances' CPU over the measured part, as a share of one core. */
   instanceCpuPct: number
+  /** The worst instance's event-loop delay p99 over the phase: how late its loop ran (a busy loop delays every settle). */
+  loopDelayP99Ms: number
 }
 
 /** One case: a bus, its instance count, streams per instance and event size. */
@@ -163,7 +164,7 @@ export function capacityFigures (start: WindowEnd, end: WindowEnd): CapacityFigu
 }
 
 /** One share's figures from every instance's open loop (latencies merged by the runner into `quantiles`). */
-export function latencyFigures (fraction: number, offeredPerSec: number, replies: readonly OpenLoopResult[], quantiles: { p50Us: number, p99Us: number, maxUs: number }): LatencyFigures {
+export function latencyFigures (fraction: number, offeredPerSec: number, replies: readonly OpenLoopReply[], quantiles: { p50Us: number, p99Us: number, maxUs: number }): LatencyFigures {
   const instanceCpuPct = replies.reduce((sum, r) => sum + (r.windowMs > 0 ? r.cpuUs / 1000 / r.windowMs : 0), 0) * 100
   return {
     fraction,
@@ -177,7 +178,8 @@ export function latencyFigures (fraction: number, offeredPerSec: number, replies
     maxMs: round(quantiles.maxUs / 1000),
     maxInFlight: Math.max(0, ...replies.map((r) => r.maxInFlight)),
     sentLate: replies.reduce((sum, r) => sum + r.sentLate, 0),
-    instanceCpuPct: round(instanceCpuPct, 1)
+    instanceCpuPct: round(instanceCpuPct, 1),
+    loopDelayP99Ms: round(Math.max(0, ...replies.map((r) => r.loopDelayP99Ms)), 1)
   }
 }
 
@@ -261,6 +263,7 @@ export function busMarkdown (results: BusResults): string {
       r.undelivered === 0 && r.streamsDropped === 0 ? '0' : `${int(r.undelivered)}${r.streamsDropped > 0 ? ` (${r.streamsDropped} streams closed: ${Object.entries(r.streamsClosed).map(([why, n]) => `${why} ${n}`).join(', ')})` : ''}`]),
     ['left', 'right', 'right', 'right', 'right', ...fractions.map(() => 'right' as const), 'left', 'right']
   ), '')
+  out.push(`Each cell: the rate offered (every instance), then p50 / p99 / max of scheduled send → settled. The instances' event-loop delay p99 (the worst instance, over each share): ${results.rows.map((r) => `${caseName(r)}: ${r.latency.map((l) => `${l.loopDelayP99Ms}`).join(' / ')} ms`).join('; ')}.`, '')
   out.push('"undelivered": events a stream had not read once every phase was over and drained (stream × event); 0 means every stream read every event.', '')
   if (results.failures.length > 0) {
     out.push('## Cells not measured', '', ...results.failures.map((f) => `- ${f.bus} ×${f.instances}, ${int(f.streamsPerInstance)} streams each: ${f.error}`), '')

@@ -138,7 +138,7 @@ export async function measureCell (redisUrl: string | null, plan: BusPlan, setup
           : { p50Us: merged.quantile(0.5), p99Us: merged.quantile(0.99), maxUs: merged.max }
         const figures = latencyFigures(fraction, offered, replies, quantiles)
         latency.push(figures)
-        log(`${label(bytes)}: ${fraction * 100}% = ${figures.offeredPerSec}/s: p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms, max ${figures.maxMs} ms, at most ${figures.maxInFlight} in flight${figures.failed > 0 ? `, ${figures.failed} failed` : ''}`)
+        log(`${label(bytes)}: ${fraction * 100}% = ${figures.offeredPerSec}/s: p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms, max ${figures.maxMs} ms, at most ${figures.maxInFlight} in flight, loop delay p99 ${figures.loopDelayP99Ms} ms${figures.failed > 0 ? `, ${figures.failed} failed` : ''}`)
         state = await drain(clients, readers, baseline, eventsAtOpen, streams, plan.drainMs)
       }
       if (state.undelivered > 0 || state.dropped > 0) log(`${label(bytes)}: ${state.undelivered} undelivered after ${plan.drainMs} ms, ${state.dropped} streams dropped (${JSON.stringify(state.closed)})`)
