@@ -192,6 +192,8 @@ t.test('a tiny run on a real redis-server: every case publishes, every stream re
     t.same([r.undelivered, r.streamsDropped], [0, 0], 'every stream read every event')
   }
   t.equal(lines.length, 3 * 3, 'one line for the capacity and one per share, per row')
+  const failed = await runBus({ ...plan, buses: ['redis'], instances: [1] }, null, () => {})
+  t.same(failed, { rows: [], failures: [{ bus: 'redis', instances: 1, streamsPerInstance: 3, error: 'the Redis bus needs a redis-server' }] }, 'a cell that cannot run is listed, not fatal')
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-bus-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const results: BusResults = {
@@ -203,5 +205,6 @@ t.test('a tiny run on a real redis-server: every case publishes, every stream re
   t.match(markdown, /\| redis \| 2 \| 3 \| 100 \| [\d,]+ \| [\d,]+ \| [\d.]+ \| [\d.]+% \| [\d,]+ \| ×\d+\.\d\d \| [\d.]+% \|/)
   t.match(markdown, /\| memory \| 1 \| 3 \| 100 \| [\d,]+ \| [\d,/]+s: [\d.]+ \/ [\d.]+ \/ [\d.]+ \|/)
   t.match(markdown, /publish p99 ≤ 10 ms at 50% of the case's measured capacity/)
+  t.match(await writeBusReport(dir, { ...results, failures: failed.failures }), /## Cells not measured\n\n- redis ×1, 3 streams each: the Redis bus needs a redis-server/)
   t.match(await readFile(path.join(dir, 'bus.svg'), 'utf8'), /^<svg[^>]*>[\s\S]*deliveries per core-second/)
 })
