@@ -26,9 +26,9 @@ t.test('npm pack + install into an empty project', async (t) => {
     }
     t.notOk(files.includes('dist/internal.js'), 'no internal entry')
     const shipped = (f: string): boolean => f.startsWith('dist/') || ['package.json', 'README.md', 'LICENSE', 'benchmarks/README.md'].includes(f) ||
-      /^docs\/[\w-]+\.md$/.test(f) || /^benchmarks\/results\/[\w-]+\.(md|svg)$/.test(f)
-    t.same(files.filter((f) => !shipped(f)), [], 'no sources, tests, benchmark code or raw results: the docs and the results\' pages only')
-    t.same(JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'dist', 'client-esm', 'package.json'), 'utf8')), { type: 'module' },
+      /^docs\/[\w-]+\.md$/.test(f) || /^benchmarks\/results\/[\w-]+\.(md|svg)$/.test(f) || /^examples\/proxies\/[\w.-]+$/.test(f)
+    t.same(files.filter((f) => !shipped(f)), [], 'no sources, tests, benchmark code or raw results: the docs, the results\' pages and the proxies\' configs docs/proxies.md shows')
+    t.same(JSON.parse(readFileSync(path.join(project, 'node_modules', 'tower-sse', 'dist', 'client-esm', 'package.json'), 'utf8')), { type: 'module' },
       'the ESM client build is read as ES modules')
   })
 
