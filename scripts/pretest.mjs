@@ -4,7 +4,8 @@
 // these inputs and is untouched since (scripts/build-stamp.mjs); tap is rebuilt, as `tap` itself
 // decides, when the plugin signature its Test class was built with is not .taprc's (tap 21 would
 // rebuild on its first run too, but run that suite with the loaders it had, ts-node included, at
-// ~2.5× the time). A fresh clone (CI) does both.
+// ~2.5× the time). A fresh clone (CI) does both. @tapjs/config and @tapjs/test are devDependencies
+// pinned to the versions tap 21 ships with: the same modules tap reads.
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
