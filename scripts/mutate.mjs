@@ -38,7 +38,9 @@ function locate (text, find) {
 /** The project as git sees it (tracked and new files, not ignored ones), with node_modules linked. */
 function copyProject () {
   const dir = mkdtempSync(join(tmpdir(), 'tower-sse-mutate-'))
-  const files = execFileSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: root, encoding: 'utf8' }).split('\0').filter(Boolean)
+  const files = execFileSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: root, encoding: 'utf8' }).split('\0')
+    // node_modules is linked below (a work tree whose node_modules is itself a link lists it as a file).
+    .filter((file) => file !== '' && file !== 'node_modules')
   for (const file of files) {
     try {
       mkdirSync(dirname(join(dir, file)), { recursive: true })
