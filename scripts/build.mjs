@@ -1,11 +1,12 @@
 // `npm run build` (or `node scripts/build.mjs OUT_DIR`): the package's dist/ from nothing — the
 // plugin, Tower and the client (CommonJS + .d.ts), the client's browser build, and Tower's
 // dashboard assets with uPlot's browser files, so the published `tower` bin runs on its own.
-import { execFileSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { cpSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { DIST, inputsHash, writeStamp } from './build-stamp.mjs'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const out = path.resolve(process.argv[2] ?? path.join(root, 'dist'))
@@ -13,12 +14,22 @@ const require = createRequire(import.meta.url)
 const tsc = require.resolve('typescript/bin/tsc')
 const ts = require('typescript')
 
+// The inputs as this build reads them: a source changed while it runs leaves the stamp stale.
+const inputs = out === DIST ? inputsHash() : null
 // Stale files of an earlier build must not be published.
 rmSync(out, { recursive: true, force: true })
-const compile = (project, outDir) =>
-  execFileSync(process.execPath, [tsc, '-p', path.join(root, project), '--outDir', outDir], { cwd: root, stdio: 'inherit' })
-compile('tsconfig.build.json', out)
-compile('tsconfig.client-esm.json', path.join(out, 'client-esm'))
+const compile = (project, outDir) => new Promise((resolve, reject) => {
+  spawn(process.execPath, [tsc, '-p', path.join(root, project), '--outDir', outDir], { cwd: root, stdio: 'inherit' })
+    .on('error', reject)
+    .on('exit', (code, signal) => code === 0 ? resolve() : reject(new Error(`build: tsc -p ${project} failed (${signal ?? `exit ${code}`})`)))
+})
+// Side by side: two programs, one per core, written to separate folders (client-esm/ is not in lib/).
+const compiled = await Promise.allSettled([compile('tsconfig.build.json', out), compile('tsconfig.client-esm.json', path.join(out, 'client-esm'))])
+const failed = compiled.find((result) => result.status === 'rejected')
+if (failed !== undefined) {
+  console.error(failed.reason.message)
+  process.exit(1)
+}
 // Node reads the browser build as ES modules too: `import` of tower-sse/client resolves there.
 writeFileSync(path.join(out, 'client-esm', 'package.json'), '{ "type": "module" }\n')
 exportEquals(out)
@@ -29,6 +40,8 @@ const uplot = path.dirname(require.resolve('uplot/package.json'))
 for (const file of ['dist/uPlot.esm.js', 'dist/uPlot.min.css', 'LICENSE']) {
   cpSync(path.join(uplot, file), path.join(out, 'tower', 'vendor', 'uplot', path.basename(file)))
 }
+// What `npm test` reads to skip a build that would change nothing (scripts/pretest.mjs).
+if (inputs !== null) writeStamp(inputs)
 
 /**
  * dist/index.d.ts as `export =`, the shape of every official Fastify plugin's types: index.js is

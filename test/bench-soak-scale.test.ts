@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -8,10 +8,14 @@ import { capacity, scaleTargets } from '../benchmarks/scale/capacity'
 import type { ScaleRow } from '../benchmarks/scale/ladder'
 import { ceilingStreams, FULL_PLAN as SCALE_FULL, parseArgs as parseScaleArgs, QUICK_PLAN as SCALE_QUICK, resolveSteps } from '../benchmarks/scale/plan'
 import { writeScaleReport, type ScaleResults } from '../benchmarks/scale/report'
+import { accountSequence } from '../benchmarks/lib/clients/accounting'
+import { emptyPostLog, type NotifyOutcome } from '../benchmarks/lib/clients/notify'
+import { choosePinning, parseCpuList } from '../benchmarks/lib/cpu-affinity'
 import { FULL_PLAN, maxClients, parseArgs, QUICK_PLAN, STORM_ADDRESS, towerFlags, waveStarts, type SoakPlan } from '../benchmarks/soak/plan'
-import { afterWaveStop, logBudget, soakRun, writeSoakReport } from '../benchmarks/soak/report'
-import { counterIncrease, quarters, readMetrics, type Sample } from '../benchmarks/soak/samples'
-import type { SoakTraffic } from '../benchmarks/soak/soak'
+import { postsDue, postWindowed, SendWindow } from '../benchmarks/soak/post-window'
+import { afterWaveStop, judgeLoopLag, logBudget, soakRun, upgradeRun, writeSoakReport, type SoakResults } from '../benchmarks/soak/report'
+import { counterIncrease, lagWindows, quarters, readMetrics, type Sample } from '../benchmarks/soak/samples'
+import { pinningRecord, type SoakTraffic } from '../benchmarks/soak/soak'
 
 // The soak and scale benchmarks' own logic: plans, judging, the capacity formula and the shape of
 // their results, on synthetic figures. No speed is asserted; the benches themselves are not run.
@@ -108,6 +112,8 @@ function traffic (overrides: Partial<SoakTraffic> = {}): SoakTraffic {
     fdsAfter: 25,
     samples,
     posts: { posted: 1_050_000, accepted: 1_050_000, refused: {}, unanswered: 0 },
+    poster: { nextSeq: 1_050_001, inFlightLimit: 32, maxInFlight: 9, maxBehind: 40, behindAtEnd: 0 },
+    pinning: { pinned: true, serverCpu: 0, loadCpu: 1, reason: null, towerCpus: '0', posterCpus: '1' },
     kinds: [kind],
     waves: [{ atS: 60, stoppedS: 150, attempts: 74_000, errors: {}, failed: null }],
     incidents: [],
@@ -128,7 +134,13 @@ t.test('soak targets: every one met on a clean run, each NOT met when its figure
   const growing = traffic().samples.map((s) => s.t > 1350 ? { ...s, heapUsedBytes: 56e6 } : s)
   notMet(t, judged({ samples: growing }), [/heap used/], 'last quarter 1.12× the second')
   const lag = traffic().samples.map((s, i) => i === 90 ? { ...s, loopLagP99Ms: 51 } : s)
-  notMet(t, judged({ samples: lag }), [/event-loop lag/])
+  notMet(t, judged({ samples: lag }), [/event-loop lag p99 ≤ 50 ms in every 10 s window/], 'one window of 180 over 50 ms')
+  const lagged = soakRun(plan, traffic({ samples: lag }), { lines: 60, text: [], lifeS: 1800 }, machine, null)
+  t.match(lagged.targets.find((x) => /event-loop lag/.test(x.target)), { measured: '1 of 180 windows over 50 ms; worst 51.0 ms (900–910 s)', met: false })
+  const missing = traffic().samples.filter((_, i) => i !== 40)
+  notMet(t, judged({ samples: missing }), [/event-loop lag/], 'a scrape that failed leaves a 20 s window: not judged as one 10 s window')
+  t.match(soakRun(plan, traffic({ samples: missing }), { lines: 60, text: [], lifeS: 1800 }, machine, null).targets.find((x) => /event-loop lag/.test(x.target))?.measured,
+    /all 179 windows ≤ 50 ms; worst 10\.0 ms \(0–10 s\); 1 window\(s\) longer than 1\.5× 10 s, a scrape missing before them, not judged as one: 400–420 s/)
   notMet(t, judged({ kinds: [{ ...traffic().kinds[0], duplicated: 1 }] }), [/0 lost, 0 duplicated/])
   notMet(t, judged({}, logBudget(plan, 1800) + 1), [/log lines/])
   // TIME_WAIT within 60 s of a wave's stop is the bench aborting the storm; elsewhere it counts.
@@ -151,6 +163,72 @@ t.test('soak targets: every one met on a clean run, each NOT met when its figure
   const failedWave = { ...traffic().waves[0], attempts: 0, failed: 'no reply to "start" within 30000 ms' }
   const short = soakRun(plan, traffic({ waves: [failedWave], samples: traffic().samples.map((s) => ({ ...s, connects: 1, refusals: 0 })) }), { lines: 60, text: [], lifeS: 1800 }, machine, null)
   t.match(short.targets.find((x) => /connection attempts/.test(x.target)), { measured: '1 (1 storm wave(s) failed to start)', met: false })
+})
+
+t.test('loop lag is judged per window: each sample\'s p99 covers the time since the scrape before it, the first from 0 s', async (t) => {
+  const samples = [sample(10, 1, { loopLagP99Ms: 12 }), sample(20.4, 1, { loopLagP99Ms: 61 }), sample(30.1, 1, { loopLagP99Ms: 8 }), sample(50.2, 1, { loopLagP99Ms: 30 })]
+  t.same(lagWindows(samples), [{ fromS: 0, toS: 10, p99Ms: 12 }, { fromS: 10, toS: 20.4, p99Ms: 61 }, { fromS: 20.4, toS: 30.1, p99Ms: 8 }, { fromS: 30.1, toS: 50.2, p99Ms: 30 }])
+  const judged = judgeLoopLag(samples, 10_000)
+  t.same(judged.worst, { fromS: 10, toS: 20.4, p99Ms: 61 })
+  t.same(judged.over.map((w) => w.toS), [20.4])
+  t.same(judged.unjudged.map((w) => w.toS), [50.2], 'a window over 15 s: a scrape was missing before it')
+  t.same(judgeLoopLag([], 10_000), { windows: [], worst: null, over: [], unjudged: [] })
+})
+
+t.test('the poster: a schedule of the steady rate plus bursts, at most its window in flight, retired in order, nothing skipped', async (t) => {
+  t.equal(postsDue(0, FULL_PLAN.notify), 1)
+  t.equal(postsDue(-1, FULL_PLAN.notify), 0)
+  t.equal(postsDue(20_000, FULL_PLAN.notify), 560 * 20 + 1 + 400, 'a burst is due at once every 20 s')
+  t.ok(postsDue(FULL_PLAN.durationMs - 1, FULL_PLAN.notify) >= 1_000_000, `the full plan schedules ${postsDue(FULL_PLAN.durationMs - 1, FULL_PLAN.notify)} notifies in 30 min: 1,000,000 and more`)
+  t.ok(FULL_PLAN.notify.inFlight > 1 && FULL_PLAN.notify.inFlight <= 64, 'several in flight, bounded')
+  const window = new SendWindow(1, 3)
+  t.same([window.canSend(3), window.canSend(4)], [true, false])
+  window.answer(2)
+  t.equal(window.canSend(4), false, 'retired in order: 1 still out holds the window')
+  window.answer(1)
+  t.same([window.canSend(5), window.canSend(6)], [true, false], '1 and 2 answered: up to 5')
+
+  // A fake Tower: answers after a few ms, one in five refused; 2,000/s plus 50 every 100 ms for 300 ms.
+  let out = 0
+  let most = 0
+  const sent: number[] = []
+  const log = emptyPostLog()
+  const stats = await postWindowed(async (seq): Promise<NotifyOutcome> => {
+    sent.push(seq)
+    most = Math.max(most, ++out)
+    await new Promise((resolve) => setTimeout(resolve, 2 + (seq % 3)))
+    out--
+    return seq % 5 === 0 ? { kind: 'answered', status: 503, retryAfter: '2', code: 'TOWER_SSE_BUS_BUSY' } : { kind: 'answered', status: 200, retryAfter: null, code: null }
+  }, { perSec: 2000, burstEveryMs: 100, burstSize: 50, timeoutMs: 3000, inFlight: 8 }, 300, 1, log)
+  t.same(sent, Array.from({ length: sent.length }, (_, i) => i + 1), 'sequence numbers sent in order, none skipped')
+  t.equal(stats.nextSeq, sent.length + 1)
+  t.ok(most <= 8 && stats.maxInFlight === most, `at most 8 in flight: ${most}`)
+  t.equal(log.accepted.length + log.refused.length, sent.length, 'every notify answered and filed')
+  t.equal(log.refused.length, Math.floor(sent.length / 5))
+  t.ok(stats.maxBehind > 0, `a burst puts it behind its schedule for a moment: ${stats.maxBehind}`)
+})
+
+t.test('order with notifies in flight: only numbers a window apart must arrive in sequence order', async (t) => {
+  const accepted = new Set([1, 2, 3, 4, 5, 6, 7, 8])
+  const none = new Set<number>()
+  const range = { from: 1, to: 8 }
+  t.equal(accountSequence([2, 1, 4, 3, 5, 6, 8, 7], accepted, none, range).outOfOrder, 3, 'one at a time (window 1): every swap counts')
+  t.equal(accountSequence([2, 1, 4, 3, 5, 6, 8, 7], accepted, none, range, undefined, 2).outOfOrder, 0, 'two in flight: neighbours were out together')
+  t.equal(accountSequence([1, 2, 5, 3, 4, 6, 7, 8], accepted, none, range, undefined, 2).outOfOrder, 1, '3 was answered before 5 was sent: 3 after 5 is out of order')
+  t.same(accountSequence([1, 3, 2, 2, 5, 6, 7, 8], accepted, none, range, undefined, 4), { received: 7, lost: 1, coveredByResync: 0, duplicated: 1, outOfOrder: 0, unexpected: 0 }, 'loss and duplicates as before')
+})
+
+t.test('pinning: the server on the first allowed CPU, the load on the second; unpinned and why otherwise', async (t) => {
+  t.same(parseCpuList('0-1,3,5-6'), [0, 1, 3, 5, 6])
+  t.same(parseCpuList('0\n'), [0])
+  t.throws(() => parseCpuList('zero'), /not a CPU list/)
+  t.match(choosePinning([0, 1], true), { pinned: true, serverCpu: 0, loadCpu: 1, serverLauncher: ['taskset', '-c', '0'], loadLauncher: ['taskset', '-c', '1'] })
+  t.match(choosePinning([2, 5, 7], true), { pinned: true, serverLauncher: ['taskset', '-c', '2'], loadLauncher: ['taskset', '-c', '5'] })
+  t.match(choosePinning([0], true), { pinned: false, reason: /only 1 CPU is available/, serverLauncher: [], loadLauncher: [] })
+  t.match(choosePinning([0, 1], false), { pinned: false, reason: /taskset \(util-linux\) is not installed/ })
+  t.match(choosePinning(null, true), { pinned: false, reason: /unknown/ })
+  t.same(pinningRecord(choosePinning([0], true), undefined, undefined), { pinned: false, serverCpu: null, loadCpu: null, reason: 'only 1 CPU is available (nproc 1)', towerCpus: null, posterCpus: null })
+  t.match(pinningRecord(choosePinning([0, 1], true), process.pid, undefined), { pinned: true, serverCpu: 0, loadCpu: 1, towerCpus: /^\d/, posterCpus: null }, 'what /proc says a process may use')
 })
 
 t.test('a resync is allowed only in the Redis run, where the restart costs one', async (t) => {
@@ -215,6 +293,23 @@ t.test('scale targets: judged at the largest count both reached, each NOT met wh
   t.match(scaleTargets(rows.slice(0, 3), 'tower-sse+metrics', 'raw', null)[0].target, /at 1,000 streams/)
 })
 
+t.test('a run read back from an older soak.json (before pinning, one notify at a time, no windows) still renders', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'soak-old-'))
+  const current = soakRun(FULL_PLAN, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine, null)
+  const { loopLag: _lag, ...old } = { ...soakRun({ ...FULL_PLAN, workers: 2 }, traffic(), { lines: 200, text: [], lifeS: 1800 }, machine, null) }
+  const { pinning: _pinning, poster: _poster, ...oldTraffic } = old.traffic
+  const { inFlight: _inFlight, ...oldNotify } = old.plan.notify
+  const legacy = { ...old, traffic: oldTraffic, plan: { ...old.plan, notify: oldNotify } } as unknown as SoakResults['runs'][number]
+  const upgraded = upgradeRun(legacy)
+  t.equal(upgraded.plan.notify.inFlight, 1, 'the poster then was one at a time')
+  t.match(upgraded.traffic.pinning, { pinned: false, reason: /not recorded/ })
+  t.equal(upgraded.loopLag.windows.length, 180)
+  writeFileSync(path.join(dir, 'soak.json'), JSON.stringify({ runs: [legacy] }))
+  const md = await writeSoakReport(dir, current)
+  t.match(md, /\*\*Not pinned\*\* \(not recorded: a run made before the soak pinned its processes\)/)
+  t.match(md, /The poster's own figures were not recorded/)
+})
+
 t.test('results shape: soak.json keeps one run per worker count; scale.json has its rows', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'soak-scale-'))
   await writeSoakReport(dir, soakRun(FULL_PLAN, traffic(), { lines: 60, text: [], lifeS: 1800 }, machine, null))
@@ -225,6 +320,11 @@ t.test('results shape: soak.json keeps one run per worker count; scale.json has 
     t.ok(key in soak.runs[0], `soak run has ${key}`)
   }
   t.same(Object.keys((soak.runs[0].samples as object[])[0]).slice(0, 5), ['t', 'heapUsedBytes', 'rssBytes', 'openFds', 'loopLagP99Ms'])
+  const loopLag = soak.runs[0].loopLag as { windows: Array<{ fromS: number, toS: number, p99Ms: number }>, worst: { p99Ms: number } }
+  t.equal(loopLag.windows.length, 180, 'every window\'s p99 is in soak.json')
+  t.same(loopLag.windows[0], { fromS: 0, toS: 10, p99Ms: 10 })
+  t.equal(loopLag.worst.p99Ms, 10)
+  t.match(soak.runs[0].traffic, { pinning: { pinned: true, serverCpu: 0, loadCpu: 1 }, poster: { inFlightLimit: 32 } })
   const md = readFileSync(path.join(dir, 'soak.md'), 'utf8')
   t.match(md, /One process, memory bus/)
   t.match(md, /Incidents: Redis SIGKILLed at 720 s/)
@@ -232,6 +332,9 @@ t.test('results shape: soak.json keeps one run per worker count; scale.json has 
   // The wave from 60 s to 150 s, read from Tower's counters (100 connects and 200 refusals a second).
   t.match(md, /\| 1 \| 60 \| 74,000 \| 9,000 \| 18,000 \| none \|/)
   t.match(md, /all caught up 2\.5 s after the last notify/)
+  t.match(md, /Pinned: Tower on CPU 0 \(`taskset -c 0`; \/proc read back: 0\); the accounted clients, the steady populations, the storm waves, the poster \(read back: 1\) and the runner on CPU 1\./)
+  t.match(md, /up to 32 in flight \(retired in order; a POST times out after 3 s\)/)
+  t.match(md, /\| event-loop lag p99 ≤ 50 ms in every 10 s window \| all 180 windows ≤ 50 ms; worst 10\.0 ms \(0–10 s\) \| met \|/)
   t.match(readFileSync(path.join(dir, 'soak.svg'), 'utf8'), /^<svg/)
 
   const rows = [row('raw', 1000), row('tower-sse+metrics', 1000)]

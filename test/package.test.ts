@@ -1,6 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import os from 'node:os'
+import { copyFileSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -11,11 +10,10 @@ import { packAndInstall } from './fixtures/packed'
 const run = promisify(execFile)
 const FIXTURES = path.join(__dirname, 'fixtures', 'package')
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'tower-sse-package-'))
-t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-
 t.test('npm pack + install into an empty project', async (t) => {
-  const { app, files } = await packAndInstall(dir)
+  // The examples run from a directory of this test's own inside the project that installed the tarball.
+  const { project, dir: app, files } = await packAndInstall(t)
+  const bin = path.join(project, 'node_modules', '.bin', 'tower')
   for (const example of ['example.mjs', 'example.cjs']) copyFileSync(path.join(FIXTURES, example), path.join(app, example))
 
   t.test('the tarball holds the build, Tower\'s assets and nothing else', async (t) => {
@@ -28,14 +26,14 @@ t.test('npm pack + install into an empty project', async (t) => {
     }
     t.notOk(files.includes('dist/internal.js'), 'no internal entry')
     const shipped = (f: string): boolean => f.startsWith('dist/') || ['package.json', 'README.md', 'LICENSE', 'benchmarks/README.md'].includes(f) ||
-      /^docs\/[\w-]+\.md$/.test(f) || /^benchmarks\/results\/[\w-]+\.(md|svg)$/.test(f)
-    t.same(files.filter((f) => !shipped(f)), [], 'no sources, tests, benchmark code or raw results: the docs and the results\' pages only')
-    t.same(JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'dist', 'client-esm', 'package.json'), 'utf8')), { type: 'module' },
+      /^docs\/[\w-]+\.md$/.test(f) || /^benchmarks\/results\/[\w-]+\.(md|svg)$/.test(f) || /^examples\/proxies\/[\w.-]+$/.test(f)
+    t.same(files.filter((f) => !shipped(f)), [], 'no sources, tests, benchmark code or raw results: the docs, the results\' pages and the proxies\' configs docs/proxies.md shows')
+    t.same(JSON.parse(readFileSync(path.join(project, 'node_modules', 'tower-sse', 'dist', 'client-esm', 'package.json'), 'utf8')), { type: 'module' },
       'the ESM client build is read as ES modules')
   })
 
   t.test('dependencies are exactly what the published code imports', async (t) => {
-    const manifest = JSON.parse(readFileSync(path.join(app, 'node_modules', 'tower-sse', 'package.json'), 'utf8'))
+    const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules', 'tower-sse', 'package.json'), 'utf8'))
     t.same(Object.keys(manifest.dependencies).sort(), ['@fastify/error', 'eventsource-parser', 'fastify-plugin'],
       'the plugin\'s and the client\'s only: Tower\'s pino-pretty is not one, and its router is Fastify\'s own find-my-way')
     const lifecycle = ['preinstall', 'install', 'postinstall', 'prepare', 'preprepare', 'postprepare', 'prepublish']
@@ -44,7 +42,7 @@ t.test('npm pack + install into an empty project', async (t) => {
       'under-pressure, ioredis and prom-client: used when present, never required')
     const installed = (name: string): boolean => {
       try {
-        readFileSync(path.join(app, 'node_modules', name, 'package.json'))
+        readFileSync(path.join(project, 'node_modules', name, 'package.json'))
         return true
       } catch {
         return false
@@ -69,7 +67,7 @@ t.test('npm pack + install into an empty project', async (t) => {
   })
 
   t.test('the tower bin runs from the package with its dashboard', async (t) => {
-    const child = spawn(path.join(app, 'node_modules', '.bin', 'tower'), ['--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(bin, ['--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
@@ -88,7 +86,7 @@ t.test('npm pack + install into an empty project', async (t) => {
   })
 
   t.test('the tower bin asked for readable lines without pino-pretty says how to get them', async (t) => {
-    const failed = await run(path.join(app, 'node_modules', '.bin', 'tower'), ['--port', '0', '--log-format', 'pretty'], { cwd: app })
+    const failed = await run(bin, ['--port', '0', '--log-format', 'pretty'], { cwd: app })
       .then(() => null, (err: { code: number, stderr: string }) => err)
     t.equal(failed?.code, 1)
     t.match(failed?.stderr, /^tower: log format pretty needs pino-pretty, .*: npm install pino-pretty, or use --log-format json\n$/)

@@ -5,8 +5,7 @@
 // (skipLibCheck off). Named apart from package.test.ts and the packed-types files so that the suite
 // (tap takes files in name order, two at a time) does not run two npm installs side by side.
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import os from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import MarkdownIt from 'markdown-it'
@@ -15,9 +14,6 @@ import { packAndInstall } from './fixtures/packed'
 
 const run = promisify(execFile)
 const TSC = require.resolve('typescript/bin/tsc')
-
-const dir = mkdtempSync(path.join(os.tmpdir(), 'tower-sse-published-'))
-t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 
 /** Every link and image of a Markdown page that is neither a URL nor an anchor of the page itself. */
 function relativeLinks (text: string): Array<{ line: number, href: string }> {
@@ -34,8 +30,9 @@ function relativeLinks (text: string): Array<{ line: number, href: string }> {
 }
 
 t.test('npm pack + install: what the registry shows and what a user imports', async (t) => {
-  const { app, files } = await packAndInstall(dir)
-  const installed = path.join(app, 'node_modules', 'tower-sse')
+  // The files below are written to a directory of this test's own inside the project that installed the tarball.
+  const { project, dir: app, files } = await packAndInstall(t)
+  const installed = path.join(project, 'node_modules', 'tower-sse')
   const shipped = new Set(files)
 
   t.test('package.json links to the repository, its home page and its issues', async (t) => {
@@ -67,7 +64,7 @@ t.test('npm pack + install: what the registry shows and what a user imports', as
   })
 
   t.test('node_modules/.bin/tower --help prints the usage', async (t) => {
-    const { stdout } = await run(path.join(app, 'node_modules', '.bin', 'tower'), ['--help'], { cwd: app })
+    const { stdout } = await run(path.join(project, 'node_modules', '.bin', 'tower'), ['--help'], { cwd: app })
     t.match(stdout, /^Usage: tower \[options\]/)
   })
 

@@ -1,10 +1,12 @@
 /**
- * `npm run bench:bus [-- --quick]`: publishes/s and publish latency through one real redis-server,
- * for 1 and 2 instances with 10 and 1,000 streams each and events of 100 bytes and 4 KB, one
- * script call per publish against the turn's publishes in one pipeline. Results go to
+ * `npm run bench:bus [-- --quick]`: what the bus costs, measured the way users decide. Deliveries
+ * per core-second of the memory bus (one instance, the baseline) and of the Redis bus with 1, 2 and
+ * 4 instances on one real redis-server, at 10 and 1,000 streams per instance and events of 100 B
+ * and 4 KB, in a closed loop that publishes as fast as the deliveries keep up; then publish latency
+ * in an open loop at 25%, 50% and 75% of each case's measured capacity. Results go to
  * benchmarks/results/bus.{json,md,svg} (a quick or targeted run's to benchmarks/results/tmp/).
  */
-import net from 'node:net'
+import { mkdirSync } from 'node:fs'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
@@ -15,29 +17,23 @@ import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
 import { repoRoot } from '../lib/repo-root'
 import { resultsDir } from '../lib/results-files'
 import { spawnSibling } from '../lib/spawn-sibling'
-import type { PublishReply, StartReply } from './instance'
-import { parseArgs, STREAM_PATH, USAGE, type BusPlan, type PublishMode } from './plan'
-import { busTargets, writeBusReport, type BusResults, type BusRow } from './report'
+import type { Mark, OpenLoopReply, StartReply } from './instance'
+import { inFlightFor, parseArgs, setupsOf, USAGE, type BusPlan, type BusSetup } from './plan'
+import { busTargets, capacityFigures, latencyFigures, writeBusReport, type BusFailure, type BusResults, type BusRow, type LatencyFigures, type WindowEnd } from './report'
 
 export type Log = (line: string) => void
 const logToStderr: Log = (line) => process.stderr.write(`[bus] ${line}\n`)
 
 const REQUEST_MS = 30_000
 const OPEN_MS = 60_000
+/** The capacity loop stops itself this long after its window should have ended, whatever the runner does. */
+const LOOP_MARGIN_MS = 10_000
+/** …and after this many publishes per instance. */
+const MAX_PUBLISHES = 20_000_000
 let keys = 0
 
-/** `count` streams on `port`, each a raw socket that reads (and counts) everything. */
-function openStreams (port: number, count: number): { sockets: net.Socket[], bytes: () => number } {
-  let bytes = 0
-  const sockets = Array.from({ length: count }, () => {
-    const socket = net.connect(port, '127.0.0.1')
-    socket.on('error', () => {})
-    socket.on('data', (chunk: Buffer) => { bytes += chunk.length })
-    socket.write(`GET ${STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`)
-    return socket
-  })
-  return { sockets, bytes: () => bytes }
-}
+/** What a reader process answers: frames per stream so far, and its CPU (µs). */
+interface Counts { frames: number[], cpuUs: number }
 
 async function waitForStreams (instances: IpcClient[], count: number): Promise<void> {
   const deadline = Date.now() + OPEN_MS
@@ -49,77 +45,140 @@ async function waitForStreams (instances: IpcClient[], count: number): Promise<v
   }
 }
 
-const round = (n: number, digits = 3): number => Number(n.toFixed(digits))
+/** redis-server's used_cpu_user + used_cpu_sys, in seconds. */
+async function redisCpu (client: Redis | null): Promise<number | null> {
+  if (client === null) return null
+  const info = await client.info('cpu')
+  const read = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN)
+  return read('used_cpu_user') + read('used_cpu_sys')
+}
 
-/** One instance count × stream count × mode, in fresh processes on a fresh key: one row per event size. */
-export async function measureCell (redisUrl: string, plan: BusPlan, instances: number, streams: number, mode: PublishMode, log: Log): Promise<BusRow[]> {
+async function windowEnd (instances: IpcClient[], readers: IpcClient[], redis: Redis | null): Promise<WindowEnd> {
+  const [redisCpuS, marks, counts] = await Promise.all([
+    redisCpu(redis),
+    Promise.all(instances.map((i) => i.request<Mark>({ type: 'mark' }, REQUEST_MS))),
+    Promise.all(readers.map((r) => r.request<Counts>({ type: 'counts' }, REQUEST_MS)))
+  ])
+  return { marks, redisCpuS, clientCpuUs: counts.reduce((sum, c) => sum + c.cpuUs, 0), runnerAtMs: performance.now() }
+}
+
+/**
+ * Waits (at most drainMs) until every stream has read every event its instance fanned out since
+ * the streams opened; returns the shortfall (stream × event) and the streams no longer open.
+ */
+async function drain (instances: IpcClient[], readers: IpcClient[], baseline: number[][], eventsAtOpen: number[], streams: number, drainMs: number): Promise<{ undelivered: number, dropped: number, closed: Record<string, number> }> {
+  const deadline = Date.now() + drainMs
+  for (;;) {
+    const marks = await Promise.all(instances.map((i) => i.request<Mark>({ type: 'mark' }, REQUEST_MS)))
+    const counts = await Promise.all(readers.map((r) => r.request<Counts>({ type: 'counts' }, REQUEST_MS)))
+    let undelivered = 0
+    marks.forEach((mark, i) => {
+      const owed = mark.events - eventsAtOpen[i]
+      counts[i].frames.forEach((frames, s) => { undelivered += Math.max(0, owed - (frames - baseline[i][s])) })
+    })
+    const dropped = marks.reduce((sum, m) => sum + streams - m.streams, 0)
+    const closed: Record<string, number> = {}
+    for (const m of marks) for (const [reason, n] of Object.entries(m.closed)) closed[reason] = (closed[reason] ?? 0) + n
+    if (undelivered === 0 || Date.now() >= deadline) return { undelivered, dropped, closed }
+    await sleep(50)
+  }
+}
+
+/** One setup × stream count, in fresh processes on a fresh key: one row per event size. */
+export async function measureCell (redisUrl: string | null, plan: BusPlan, setup: BusSetup, streams: number, log: Log, profileDir: string | null = null): Promise<BusRow[]> {
   const key = `bus-bench-${process.pid}-${++keys}`
-  const clients = Array.from({ length: instances }, (_, i) => new IpcClient(spawnSibling(__filename, 'instance'), `instance ${i}`))
-  const opened: Array<ReturnType<typeof openStreams>> = []
+  // One folder per cell; V8 names each profile after its process.
+  const nodeFlags = profileDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.join(profileDir, `${setup.bus}-${setup.instances}x${streams}`)}`]
+  const clients = Array.from({ length: setup.instances }, (_, i) => new IpcClient(spawnSibling(__filename, 'instance', { nodeFlags }), `${setup.bus} instance ${i}`))
+  // Each instance's streams in a process of their own (readers.ts says why), with room for their sockets.
+  const readers = Array.from({ length: setup.instances }, (_, i) => new IpcClient(spawnSibling(__filename, 'readers', { raiseFileLimit: true }), `streams of instance ${i}`))
+  const info = setup.bus === 'redis' && redisUrl !== null ? new Redis(redisUrl, { maxRetriesPerRequest: 1 }) : null
+  info?.on('error', () => {})
+  const label = (bytes: number): string => `${setup.bus === 'memory' ? 'memory' : `Redis ×${setup.instances}`}, ${streams} streams, ${bytes} B`
   try {
+    const redis = setup.bus === 'redis' ? redisUrl : null
+    if (setup.bus === 'redis' && redis === null) throw new Error('the Redis bus needs a redis-server')
     const ports = await Promise.all(clients.map(async (client) =>
-      (await client.request<StartReply>({ type: 'start', key, maxClients: streams, redis: redisUrl }, REQUEST_MS)).port))
-    for (const port of ports) opened.push(openStreams(port, streams))
+      (await client.request<StartReply>({ type: 'start', key, maxClients: streams, redis }, REQUEST_MS)).port))
+    await Promise.all(readers.map((reader, i) => reader.request({ type: 'open', port: ports[i], count: streams }, REQUEST_MS)))
     await waitForStreams(clients, streams)
+    await Promise.all(readers.map((reader) => reader.request({ type: 'opened' }, REQUEST_MS)))
+    // What a stream gets on opening (its retry: frame) arrives a moment after it counts as open.
+    await sleep(200)
+    const baseline = (await Promise.all(readers.map((r) => r.request<Counts>({ type: 'counts' }, REQUEST_MS)))).map((c) => c.frames)
+    const eventsAtOpen = (await Promise.all(clients.map((c) => c.request<Mark>({ type: 'mark' }, REQUEST_MS)))).map((m) => m.events)
     const rows: BusRow[] = []
     for (const bytes of plan.bytes) {
-      const publish = (ms: number, warmup: boolean): Promise<PublishReply[]> => Promise.all(clients.map((client) =>
-        client.request<PublishReply>({ type: 'publish', inFlight: plan.inFlight, ms, bytes, warmup }, ms + REQUEST_MS)))
-      await publish(plan.warmupMs, true)
-      const readBefore = opened.reduce((sum, s) => sum + s.bytes(), 0)
-      const replies = await publish(plan.measureMs, false)
-      // What the last publishes put on the wire reaches the streams a moment after they settle.
-      await sleep(50)
-      const read = opened.reduce((sum, s) => sum + s.bytes(), 0) - readBefore
-      const latency = new Histogram()
-      for (const reply of replies) latency.merge(reply.latencyUs)
-      const sent = replies.reduce((sum, r) => sum + r.sent, 0)
-      const failed = replies.reduce((sum, r) => sum + r.failed, 0)
-      const errors: Record<string, number> = {}
-      for (const reply of replies) for (const [code, n] of Object.entries(reply.errors)) errors[code] = (errors[code] ?? 0) + n
-      const seconds = Math.max(...replies.map((r) => r.elapsedMs)) / 1000
-      const row: BusRow = {
-        instances,
-        streamsPerInstance: streams,
+      await Promise.all(clients.map((client) => client.request({
+        type: 'load-start',
         bytes,
-        mode,
-        published: sent - failed,
-        failed,
-        errors,
-        publishesPerSec: Math.round((sent - failed) / seconds),
-        p50Ms: round(latency.quantile(0.5) / 1000),
-        p99Ms: round(latency.quantile(0.99) / 1000),
-        maxMs: round(latency.max / 1000),
-        streamBytes: Math.round(read / (instances * streams))
+        inFlight: inFlightFor(plan, bytes),
+        backlogBytesPerStream: plan.backlogBytesPerStream,
+        maxMs: plan.warmupMs + plan.measureMs + LOOP_MARGIN_MS,
+        maxPublishes: MAX_PUBLISHES
+      }, REQUEST_MS)))
+      await sleep(plan.warmupMs)
+      const start = await windowEnd(clients, readers, info)
+      await sleep(plan.measureMs)
+      const end = await windowEnd(clients, readers, info)
+      await Promise.all(clients.map((client) => client.request({ type: 'load-stop' }, REQUEST_MS)))
+      const capacity = capacityFigures(start, end)
+      log(`${label(bytes)}: capacity ${capacity.publishesPerSec} publishes/s, ${capacity.deliveriesPerSec} deliveries/s, ${capacity.deliveriesPerCoreSecond} per core-second (instances ${capacity.instanceCpuPct}% CPU${capacity.redisCpuPct === null ? '' : `, Redis ${capacity.redisCpuPct}%`}, clients ${capacity.clientCpuPct}%)${capacity.failed > 0 ? `, ${capacity.failed} failed` : ''}`)
+      let state = await drain(clients, readers, baseline, eventsAtOpen, streams, plan.drainMs)
+      const latency: LatencyFigures[] = []
+      for (const fraction of capacity.publishesPerSec > 0 ? plan.fractions : []) {
+        const offered = fraction * capacity.publishesPerSec
+        const replies = await Promise.all(clients.map((client) => client.request<OpenLoopReply>({
+          type: 'open-loop', bytes, perSec: offered / setup.instances, warmupMs: plan.latencyWarmupMs, measureMs: plan.latencyMs
+        }, plan.latencyWarmupMs + plan.latencyMs + REQUEST_MS)))
+        const merged = new Histogram()
+        for (const reply of replies) merged.merge(reply.latencyUs)
+        const quantiles = merged.count === 0
+          ? { p50Us: Number.NaN, p99Us: Number.NaN, maxUs: Number.NaN }
+          : { p50Us: merged.quantile(0.5), p99Us: merged.quantile(0.99), maxUs: merged.max }
+        const figures = latencyFigures(fraction, offered, replies, quantiles)
+        latency.push(figures)
+        log(`${label(bytes)}: ${fraction * 100}% = ${figures.offeredPerSec}/s: p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms, max ${figures.maxMs} ms, at most ${figures.maxInFlight} in flight, loop delay p99 ${figures.loopDelayP99Ms} ms${figures.failed > 0 ? `, ${figures.failed} failed` : ''}`)
+        state = await drain(clients, readers, baseline, eventsAtOpen, streams, plan.drainMs)
       }
-      log(`${instances} instance(s) × ${streams} streams, ${bytes} B, ${mode}: ${row.publishesPerSec} publishes/s, p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms${failed > 0 ? `, ${failed} failed` : ''}`)
-      rows.push(row)
+      if (state.undelivered > 0 || state.dropped > 0) log(`${label(bytes)}: ${state.undelivered} undelivered after ${plan.drainMs} ms, ${state.dropped} streams dropped (${JSON.stringify(state.closed)})`)
+      rows.push({ bus: setup.bus, instances: setup.instances, streamsPerInstance: streams, bytes, capacity, latency, undelivered: state.undelivered, streamsDropped: state.dropped, streamsClosed: state.closed })
     }
     return rows
   } finally {
-    for (const { sockets } of opened) for (const socket of sockets) socket.destroy()
+    info?.disconnect()
+    await Promise.all(readers.map(async (reader) => {
+      await reader.request({ type: 'close' }, REQUEST_MS).catch(() => {})
+      await reader.exit()
+    }))
     await Promise.all(clients.map(async (client) => {
       await client.request({ type: 'close' }, REQUEST_MS).catch(() => {})
-      await client.exit()
+      // A CPU profile is written as the process exits: give it time.
+      await client.exit(profileDir === null ? 2000 : 60_000)
     }))
   }
 }
 
-/** The plan's cells, one after another (never two competing for the CPUs); the modes of a case back to back, alternating which goes first. */
-export async function runBus (plan: BusPlan, redisUrl: string, log: Log = logToStderr): Promise<BusRow[]> {
+/**
+ * The plan's cells, one after another (never two competing for the CPUs), the memory baseline
+ * first. A cell that fails (its processes could not start, its streams not open) is logged and
+ * listed in `failures`; the others still run.
+ */
+export async function runBus (plan: BusPlan, redisUrl: string | null, log: Log = logToStderr, profileDir: string | null = null): Promise<{ rows: BusRow[], failures: BusFailure[] }> {
   const rows: BusRow[] = []
-  let cell = 0
-  for (const instances of plan.instances) {
+  const failures: BusFailure[] = []
+  for (const setup of setupsOf(plan)) {
     for (const streams of plan.streams) {
-      const modes = cell++ % 2 === 0 ? plan.modes : [...plan.modes].reverse()
-      for (const mode of modes) rows.push(...await measureCell(redisUrl, plan, instances, streams, mode, log))
+      try {
+        rows.push(...await measureCell(redisUrl, plan, setup, streams, log, profileDir))
+      } catch (error) {
+        const failure = { bus: setup.bus, instances: setup.instances, streamsPerInstance: streams, error: error instanceof Error ? error.message : String(error) }
+        log(`${setup.bus} ×${setup.instances}, ${streams} streams: FAILED: ${failure.error}`)
+        failures.push(failure)
+      }
     }
   }
-  const order = (r: BusRow): number[] => [r.instances, r.streamsPerInstance, r.bytes, plan.modes.indexOf(r.mode)]
-  return rows.sort((a, b) => {
-    const [x, y] = [order(a), order(b)]
-    return x.map((v, i) => v - y[i]).find((d) => d !== 0) ?? 0
-  })
+  return { rows, failures }
 }
 
 async function redisVersion (url: string): Promise<string> {
@@ -134,7 +193,7 @@ async function redisVersion (url: string): Promise<string> {
 
 async function main (): Promise<void> {
   const { force, argv } = takeForce(process.argv.slice(2))
-  const { plan, outDir, help, targeted } = parseArgs(argv)
+  const { plan, outDir, help, targeted, cpuProfile } = parseArgs(argv)
   if (help) {
     process.stdout.write(`${USAGE}\n`)
     return
@@ -142,24 +201,28 @@ async function main (): Promise<void> {
   const root = repoRoot(__dirname)
   const committed = path.join(root, 'benchmarks', 'results')
   const load = startLoadRecord(resultsDir(root, outDir, plan.name === 'quick' || targeted), committed, force)
+  const profileDir = cpuProfile ? path.join(load.dir, 'bus-profiles') : null
+  if (profileDir !== null) mkdirSync(profileDir, { recursive: true })
   const started = Date.now()
-  const redis = await startRedis()
+  // Only a run with the Redis bus starts a redis-server.
+  const redis = plan.buses.includes('redis') ? await startRedis() : null
   try {
-    const rows = await runBus(plan, redis.url)
+    const { rows, failures } = await runBus(plan, redis?.url ?? null, logToStderr, profileDir)
     const results: BusResults = {
       finishedAt: new Date().toISOString(),
       durationS: Math.round((Date.now() - started) / 1000),
-      redisVersion: await redisVersion(redis.url),
+      redisVersion: redis === null ? 'none (memory bus only)' : await redisVersion(redis.url),
       machine: endLoadRecord(load),
       machineNote: load.note,
       plan,
       rows,
+      failures,
       targets: busTargets(rows)
     }
     process.stdout.write(await writeBusReport(load.dir, results) + '\n')
-    logToStderr(`${plan.name} run done in ${results.durationS} s; wrote ${path.join(load.dir, 'bus.{json,md,svg}')}`)
+    logToStderr(`${plan.name} run done in ${results.durationS} s; wrote ${path.join(load.dir, 'bus.{json,md,svg}')}${profileDir === null ? '' : ` and CPU profiles in ${profileDir}`}`)
   } finally {
-    await redis.kill()
+    await redis?.kill()
   }
 }
 

@@ -1,4 +1,5 @@
 import type { PopulationName } from '../lib/populations/names'
+import type { NotifyPlan } from './post-window'
 
 /** One client population of the steady load (lib/populations), keyed by its own clientId. */
 export interface SteadyGroup { population: PopulationName, size: number }
@@ -26,8 +27,12 @@ export interface SoakPlan {
    * each, so of 1,650/s offered about 200/s + 650/s arrive: the seed's 49.5K/min.
    */
   storm: { firstAtMs: number, everyMs: number, durationMs: number, perSec: number, connections: number, slots: number }
-  /** Sequenced notifies, one in flight: `perSec`, and every `burstEveryMs` a burst of `burstSize` as fast as they go. */
-  notify: { perSec: number, burstEveryMs: number, burstSize: number, timeoutMs: number }
+  /**
+   * Sequenced notifies on a schedule: `perSec`, and every `burstEveryMs` a burst of `burstSize` due
+   * at once; up to `inFlight` out at a time, retired in order (post-window.ts), each POST given
+   * `timeoutMs`. One at a time the round trip capped the run at ~318/s (572,001 in 30 min).
+   */
+  notify: NotifyPlan
   /** Redis run only: Redis SIGKILLed (no persistence) at this share of the run for `outageMs`; a worker SIGKILLed at `killWorkerAt`. */
   incidents: { restartRedisAt: number, outageMs: number, killWorkerAt: number }
   /** Tower's flags: short max age so every stream churns, history long enough to replay a reconnect's gap. */
@@ -62,8 +67,9 @@ export const FULL_PLAN: Readonly<SoakPlan> = Object.freeze({
   },
   // 90 s of ~825 attempts/s arriving every 3 min: ~740K attempts in 30 min.
   storm: { firstAtMs: MINUTE, everyMs: 3 * MINUTE, durationMs: 90_000, perSec: 1650, connections: 1650, slots: 100 },
-  // 560/s plus 400 every 20 s: ~1.04M publishes in 30 min.
-  notify: { perSec: 560, burstEveryMs: 20_000, burstSize: 400, timeoutMs: 3000 },
+  // 560/s plus 400 every 20 s: 1,043,601 due in 30 min (556/s sustained is 1,000,000). 32 in flight
+  // keep that rate through a round trip of up to ~55 ms (Little's law: 32 ÷ 580/s).
+  notify: { perSec: 560, burstEveryMs: 20_000, burstSize: 400, timeoutMs: 3000, inFlight: 32 },
   incidents: { restartRedisAt: 0.4, outageMs: 5000, killWorkerAt: 0.7 },
   tower: {
     maxAgeMs: 60_000,

@@ -8,7 +8,7 @@ export interface Sample {
   heapUsedBytes: number
   rssBytes: number
   openFds: number
-  /** p99 of the event-loop lag since the previous scrape (prom-client resets it at each scrape). */
+  /** p99 of the event-loop lag since the previous scrape (prom-client resets it at each scrape): see lagWindows. */
   loopLagP99Ms: number
   streams: number
   /** Counters as read (they restart from 0 in a worker that was replaced: see counterIncrease). */
@@ -91,4 +91,16 @@ export function quarters (samples: readonly Sample[], durationS: number, pick: (
   // The last sample may land a moment after the end: it belongs to the last quarter.
   const last = mean(durationS * 3 / 4, Number.POSITIVE_INFINITY)
   return { second, last, ratio: last / second }
+}
+
+/** One window of the event-loop lag: from the scrape before to this sample's, and the p99 over it. */
+export interface LagWindow { fromS: number, toS: number, p99Ms: number }
+
+/**
+ * The windows the loop-lag samples cover: prom-client's event-loop histogram restarts at every
+ * scrape, so each sample's p99 is over the time since the scrape before it (the first: since the
+ * runner's scrape at 0 s). A scrape that failed leaves a longer window behind the next sample.
+ */
+export function lagWindows (samples: readonly Sample[]): LagWindow[] {
+  return samples.map((s, i) => ({ fromS: i === 0 ? 0 : samples[i - 1].t, toS: s.t, p99Ms: s.loopLagP99Ms }))
 }

@@ -27,21 +27,29 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[5]))
 return {1}
 `
 
-/** ARGV: origin, MAXLEN, slack, channel, id, then each event's data, event and retry. */
-const APPEND = `
-local m = redis.call('HMGET', KEYS[1], 'st', 'p', 'n', 't')
-if m[1] ~= 'run' or m[2] ~= ARGV[1] then return -1 end
-local n = tonumber(m[3])
-local i = 6
+/**
+ * Lua: the events from ARGV[first] on (each its data, event and retry) appended to KEYS[2] after
+ * sequence `n`, as entries 0-<n+1>, 0-<n+2>, …, the stream trimmed near ARGV[maxLength] entries.
+ */
+function appendEvents (first: number, maxLength: number): string {
+  return `local i = ${first}
 while i <= #ARGV do
   n = n + 1
   local fields = {'d', ARGV[i]}
   if ARGV[i + 1] ~= '' then table.insert(fields, 'e'); table.insert(fields, ARGV[i + 1]) end
   if ARGV[i + 2] ~= '' then table.insert(fields, 'r'); table.insert(fields, ARGV[i + 2]) end
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '0-' .. n, unpack(fields))
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[${maxLength}], '0-' .. n, unpack(fields))
   i = i + 3
 end
-local t = redis.call('TIME')
+`
+}
+
+/** ARGV: origin, MAXLEN, slack, channel, id, then each event's data, event and retry. */
+const APPEND = `
+local m = redis.call('HMGET', KEYS[1], 'st', 'p', 'n', 't')
+if m[1] ~= 'run' or m[2] ~= ARGV[1] then return -1 end
+local n = tonumber(m[3])
+${appendEvents(6, 2)}local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'n', n, 'h', t[1] * 1000 + math.floor(t[2] / 1000))
 local keep = tonumber(m[4]) + tonumber(ARGV[3])
 redis.call('PEXPIRE', KEYS[1], keep)
@@ -69,16 +77,7 @@ elseif m[1] ~= ARGV[1] or m[2] ~= 'run' then
 else
   n = tonumber(m[3])
 end
-local i = 7
-while i <= #ARGV do
-  n = n + 1
-  local fields = {'d', ARGV[i]}
-  if ARGV[i + 1] ~= '' then table.insert(fields, 'e'); table.insert(fields, ARGV[i + 1]) end
-  if ARGV[i + 2] ~= '' then table.insert(fields, 'r'); table.insert(fields, ARGV[i + 2]) end
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-' .. n, unpack(fields))
-  i = i + 3
-end
-redis.call('HSET', KEYS[1], 'n', n, 'h', now)
+${appendEvents(7, 4)}redis.call('HSET', KEYS[1], 'n', n, 'h', now)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PUBLISH', ARGV[5], ARGV[6])

@@ -24,7 +24,10 @@ export interface SequenceAccount {
   coveredByResync: number
   /** Received again after a first time. */
   duplicated: number
-  /** Received after a higher sequence number (first receipts only). */
+  /**
+   * Received after a sequence number at least `window` higher (first receipts only): with one
+   * notify in flight (window 1), after any higher number.
+   */
   outOfOrder: number
   /** Received although notify refused it (e.g. a 503): it was published after all. */
   unexpected: number
@@ -33,15 +36,21 @@ export interface SequenceAccount {
 /**
  * Accounts for the sequence numbers a client received, in arrival order, against the set the
  * poster saw accepted. Numbers whose POST had no answer (the worker died mid-request) may or may
- * not have been published: receiving one is fine, missing one is not a loss. The poster sends one
- * notify at a time, so publication order is sequence order.
+ * not have been published: receiving one is fine, missing one is not a loss.
+ *
+ * Order: a poster with `window` notifies in flight at most sends number k only once every number
+ * up to k − window has been answered, so those were published before k and every client must get
+ * them first; numbers closer than that were in flight together, and the server may publish them in
+ * either order. With one notify at a time (window 1, the default) publication order is sequence
+ * order and any number received after a higher one is out of order.
  */
 export function accountSequence (
   arrivals: readonly number[],
   accepted: ReadonlySet<number>,
   unknown: ReadonlySet<number>,
   range: { from: number, to: number },
-  onLost?: (seq: number) => void
+  onLost?: (seq: number) => void,
+  window = 1
 ): SequenceAccount {
   const seen = new Set<number>()
   let highest = Number.NEGATIVE_INFINITY
@@ -70,8 +79,8 @@ export function accountSequence (
       continue
     }
     seen.add(seq)
-    if (seq < highest) outOfOrder++
-    else highest = seq
+    if (seq <= highest - window) outOfOrder++
+    if (seq > highest) highest = seq
     if (!accepted.has(seq) && !unknown.has(seq)) unexpected++
   }
   let lost = 0

@@ -10,13 +10,14 @@ const REQUEST_MS = 120_000
 export class Population {
   private constructor (private readonly processes: Array<{ kind: ClientKind, ipc: IpcClient, count: number }>) {}
 
-  static spawn (clients: number, perProcess: number, eventSources: number): Population {
+  /** `launcher`: a command each client process runs under, e.g. ['taskset', '-c', '1']. */
+  static spawn (clients: number, perProcess: number, eventSources: number, launcher?: string[]): Population {
     const parts: Array<{ kind: ClientKind, count: number }> = []
     for (let left = clients; left > 0; left -= perProcess) parts.push({ kind: 'client', count: Math.min(perProcess, left) })
     if (eventSources > 0) parts.push({ kind: 'eventsource', count: eventSources })
     return new Population(parts.map((part, i) => ({
       ...part,
-      ipc: new IpcClient(spawnSibling(__filename, 'seq-client', { raiseFileLimit: true }), `${part.kind} process ${i}`)
+      ipc: new IpcClient(spawnSibling(__filename, 'seq-client', { raiseFileLimit: true, launcher }), `${part.kind} process ${i}`)
     })))
   }
 
@@ -39,9 +40,12 @@ export class Population {
     await Promise.all(this.processes.map((p) => p.ipc.request({ type: 'mark' }, REQUEST_MS)))
   }
 
-  /** Accounts every client for sequence numbers [from, to], per kind of client. */
-  async phase (log: PostLog, from: number, to: number): Promise<Record<ClientKind, KindPhase>> {
-    const request = { type: 'phase', accepted: log.accepted, unknown: log.unknown, from, to }
+  /**
+   * Accounts every client for sequence numbers [from, to], per kind of client; `window`: the most
+   * notifies the poster had in flight (see accountSequence), 1 for one at a time.
+   */
+  async phase (log: PostLog, from: number, to: number, window = 1): Promise<Record<ClientKind, KindPhase>> {
+    const request = { type: 'phase', accepted: log.accepted, unknown: log.unknown, from, to, window }
     const replies = await Promise.all(this.processes.map(async (p) => ({ kind: p.kind, reply: await p.ipc.request<PhaseReply>(request, REQUEST_MS) })))
     const result: Record<ClientKind, KindPhase> = { client: emptyKindPhase(), eventsource: emptyKindPhase() }
     for (const { kind, reply } of replies) {

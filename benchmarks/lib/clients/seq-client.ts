@@ -14,6 +14,12 @@ interface Held {
   arrivals: number[]
   /** The highest sequence number received: anything above it is a first receipt, no search needed. */
   highest: number
+  /**
+   * One bit per sequence number received (grown as they come): whether a number at or below
+   * `highest` is a first receipt, without a search through a million arrivals (a poster with
+   * several notifies in flight has them arrive out of sequence order every so often).
+   */
+  seen: Uint8Array
   resyncs: number
   /** Where in `arrivals` each resync is, and the newest id it names (its data's lastEventId). */
   resyncIds: Array<{ at: number, id: string }>
@@ -34,7 +40,7 @@ interface Held {
 }
 
 function newHeld (): Held {
-  return { arrivals: [], highest: -1, resyncs: 0, resyncIds: [], refusals: 0, refusalsAtMark: 0, reopens: [], opened: false, closedForGood: false, resyncsAtMark: 0, goneAtMark: false, describe: () => '', lastArrivalMs: 0 }
+  return { arrivals: [], highest: -1, seen: new Uint8Array(1024), resyncs: 0, resyncIds: [], refusals: 0, refusalsAtMark: 0, reopens: [], opened: false, closedForGood: false, resyncsAtMark: 0, goneAtMark: false, describe: () => '', lastArrivalMs: 0 }
 }
 
 let kind: ClientKind = 'client'
@@ -56,7 +62,8 @@ function onData (client: Held, data: string, id: string): void {
   const seq = Number(title)
   if (!Number.isSafeInteger(seq) || seq < 1) return
   if (id !== '') seqOfId.set(id, seq)
-  if (seq > client.highest || !client.arrivals.includes(seq)) {
+  if (!hasSeen(client, seq)) {
+    markSeen(client, seq)
     const seen = firstArrivals.get(seq) ?? { clients: 0, lastMs: 0 }
     seen.clients++
     seen.lastMs = Date.now()
@@ -65,6 +72,21 @@ function onData (client: Held, data: string, id: string): void {
   client.arrivals.push(seq)
   client.lastArrivalMs = Date.now()
   if (seq > client.highest) client.highest = seq
+}
+
+function hasSeen (client: Held, seq: number): boolean {
+  const byte = seq >> 3
+  return byte < client.seen.length && (client.seen[byte] & (1 << (seq & 7))) !== 0
+}
+
+function markSeen (client: Held, seq: number): void {
+  const byte = seq >> 3
+  if (byte >= client.seen.length) {
+    const grown = new Uint8Array(Math.max(byte + 1, client.seen.length * 2))
+    grown.set(client.seen)
+    client.seen = grown
+  }
+  client.seen[byte] |= 1 << (seq & 7)
 }
 
 function onResync (client: Held, data: string): void {
@@ -167,17 +189,21 @@ serveIpc('cluster seq client', {
     }
   },
 
-  /** Accounts every client for the phase's sequence numbers [from, to]. */
+  /**
+   * Accounts every client for the phase's sequence numbers [from, to]; `window` (default 1): the
+   * notifies the poster had in flight at most, so only numbers that far apart must arrive in order.
+   */
   phase: (request): PhaseReply => {
     const accepted = new Set(field(request, 'accepted') as number[])
     const unknown = new Set(field(request, 'unknown') as number[])
     const range = { from: Number(field(request, 'from')), to: Number(field(request, 'to')) }
+    const window = request.window === undefined ? 1 : Number(request.window)
     const account = emptyPhaseAccount()
     const resyncs = { reconnected: new Map<number, number>(), stayed: new Map<number, number>() }
     const lostSeqs = new Set<number>()
     for (const client of held) {
       if (client.goneAtMark) continue
-      addAccount(account, accountSequence(arrivalsOf(client), accepted, unknown, range, (seq) => lostSeqs.add(seq)))
+      addAccount(account, accountSequence(arrivalsOf(client), accepted, unknown, range, (seq) => lostSeqs.add(seq), window))
       const n = client.resyncs - client.resyncsAtMark
       const group = client.reopens.length > 0 ? resyncs.reconnected : resyncs.stayed
       group.set(n, (group.get(n) ?? 0) + 1)

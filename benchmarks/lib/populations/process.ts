@@ -11,9 +11,11 @@ import type { ClientStats } from './stats'
 export class PopulationProcess {
   readonly ipc: IpcClient
 
-  constructor (name: PopulationName, size: number, settings: PopulationSettings, label: string) {
+  /** `launcher`: a command the process runs under, e.g. ['taskset', '-c', '1']. */
+  constructor (name: PopulationName, size: number, settings: PopulationSettings, label: string, launcher?: string[]) {
     this.ipc = new IpcClient(spawnSibling(__filename, 'population-main', {
-      args: [name, String(size), JSON.stringify(settings)]
+      args: [name, String(size), JSON.stringify(settings)],
+      launcher
     }), `population (${label})`)
   }
 

@@ -18,6 +18,8 @@ export interface TowerStart {
   redisUrl?: string
   /** Plugin options as flags, e.g. ['--max-clients', '12000']. */
   flags: string[]
+  /** A command Tower runs under, e.g. ['taskset', '-c', '0'] (it execs Node: the pid stays Tower's). */
+  launcher?: string[]
 }
 
 /** One line of Tower's output: who said it, when (epoch ms) and what. */
@@ -62,7 +64,8 @@ export class TowerProcess {
   private constructor (readonly port: number, options: TowerStart) {
     const args = [options.cli, '--host', '127.0.0.1', '--port', String(port), '--workers', String(options.workers), ...options.flags]
     if (options.redisUrl !== undefined) args.push('--redis', options.redisUrl)
-    this.child = spawnGroup(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    const [command, ...prefix] = [...(options.launcher ?? []), process.execPath]
+    this.child = spawnGroup(command, [...prefix, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     // Passed through as before, the last line kept: a Tower that exits at start says why in it.
     createInterface({ input: this.child.stderr as NodeJS.ReadableStream }).on('line', (text) => {
       process.stderr.write(text + '\n')
@@ -105,6 +108,11 @@ export class TowerProcess {
       return tower.ready(options.workers)
     }, START_TIMEOUT_MS)
     return tower
+  }
+
+  /** The pid of Tower's process (the cluster's primary). */
+  get pid (): number {
+    return this.child.pid as number
   }
 
   /** Every one of `workers` live workers is listening. */

@@ -1,4 +1,5 @@
-import { randomBytes, randomFillSync } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { randomName } from '../../shared/random-id'
 import { disconnectQuietly, isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type OwnConnection, type RedisConnection } from './connection'
 import { keyPrefix } from './keys'
 import { redactRedisUrl } from './url'
@@ -282,7 +283,7 @@ export class RedisBus implements Bus {
   }
 
   private run (connection: RedisConnection, mode: 'pub' | 'check' | 'rotate', facts: ServerFacts, idempotency = this.metaKey, deadline = 0, keep = '0', ...rest: string[]): Promise<PublishReply | MetaReply> {
-    const args = [this.streamKey, this.metaKey, idempotency, mode, newEpochName(), facts.runId, facts.lossless ? '1' : '0',
+    const args = [this.streamKey, this.metaKey, idempotency, mode, randomName(), facts.runId, facts.lossless ? '1' : '0',
       this.maxLength, deadline, keep, this.options.idempotencyWindowMs, mode === 'rotate' ? (this.continuity.epoch ?? '') : '', ...rest] as const
     const command = (connection as unknown as Record<typeof COMMAND, BusCommand>)[COMMAND].bind(connection)
     return command(...args)
@@ -526,22 +527,4 @@ export class RedisBus implements Bus {
 
 function delay (ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
-}
-
-/** A fresh epoch, proposed with every script call and used only when one is made. */
-/**
- * Random bytes for epoch names, 8 a name, refilled once every 64 names: every publish proposes one
- * (the script takes it only if it must start an epoch), and a randomBytes call per publish was a
- * tenth of an instance's CPU publishing flat out.
- */
-const epochNameBytes = Buffer.alloc(8 * 64)
-let epochNameOffset = epochNameBytes.length
-
-function newEpochName (): string {
-  if (epochNameOffset === epochNameBytes.length) {
-    randomFillSync(epochNameBytes)
-    epochNameOffset = 0
-  }
-  const bytes = epochNameBytes.subarray(epochNameOffset, epochNameOffset += 8)
-  return BigInt('0x' + bytes.toString('hex')).toString(36).slice(0, 12)
 }
