@@ -37,6 +37,22 @@ t.test('send to one stream or every tab of a user; close them as logout or revok
   t.throws(() => app.sse.send({ key: 'user:bob' }, 10n), { code: 'TOWER_SSE_UNENCODABLE_DATA', message: /BigInt/ })
 })
 
+t.test('send counts the streams that took the event: one it would take past its byte budget is dropped, not counted', async (t) => {
+  const { app, port } = await startApp({ heartbeatMs: 60_000, maxClientsPerKey: 0, maxBufferedBytes: 4096, ...byUser })
+  t.teardown(() => app.close())
+  const [tab1, tab2] = [await connect(port, '/api/events', { 'x-user': 'alice' }), await connect(port, '/api/events', { 'x-user': 'alice' })]
+  await waitFor('2 streams', () => app.sse.size === 2)
+  const [first] = [...app.sse]
+  // In one turn: the first tab still holds the first event, unsent, when the second comes (3 KB each, a 4 KB budget).
+  t.equal(app.sse.send({ id: first.id }, 'a'.repeat(3000)), 1)
+  t.equal(app.sse.send({ key: 'user:alice' }, 'b'.repeat(3000)), 1, 'the other tab took it; the first would pass its budget: dropped')
+  await tab1.ended
+  await waitFor('the second tab\'s event', () => tab2.events.length === 1)
+  t.equal(tab2.events[0].data, 'b'.repeat(3000))
+  t.match(app.sse.stats(), { dropped: 1, current: 1 })
+  tab2.destroy()
+})
+
 t.test('subscribe({ expiresAt }) closes the stream as credentialsExpired when the token runs out, with a retry:; max age wins when it comes first', async (t) => {
   // The injected clock: a token issued now that runs out 30 ms later, by that clock.
   const clock = 1_000_000

@@ -59,6 +59,20 @@ t.test('a disconnect frees a slot for the next client', async (t) => {
   c.destroy()
 })
 
+t.test('a disconnect frees its key\'s slot too: maxClientsPerKey counts only the streams still open', async (t) => {
+  const { app, port } = await startApp({ maxClients: 10, maxClientsPerKey: 1, storm: false, keyFn: (request) => String(request.headers['x-user']) })
+  t.teardown(() => app.close())
+  const first = await connect(port, '/api/events', { 'x-user': 'alice' })
+  const second = await connect(port, '/api/events', { 'x-user': 'alice' })
+  t.same([first.status, second.status], [200, 429], 'one stream for alice')
+  first.destroy()
+  await waitFor('the registry to notice the disconnect', () => app.sse.size === 0)
+  const again = await connect(port, '/api/events', { 'x-user': 'alice' })
+  t.equal(again.status, 200, 'alice\'s slot is hers again')
+  t.equal(app.sse.close({ key: 'alice' }, 'logout'), 1, 'and her key addresses the open stream alone')
+  await again.ended
+})
+
 t.test('admission is on the SSE route only: other routes answer normally at capacity', async (t) => {
   const app = Fastify()
   await app.register(towerSse, { maxClients: 1 })

@@ -1,6 +1,7 @@
 import t from 'tap'
 import type { TestApp } from './fixtures/app'
-import { instance, liveInstance, open, received, server } from './fixtures/bus-instances'
+import { instance, liveInstance, open, reaches, received, relayedPair, server } from './fixtures/bus-instances'
+import { isReader } from '../benchmarks/lib/fault-relay'
 import { startPausableProxy } from './fixtures/pausable-proxy'
 import type { RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
@@ -165,4 +166,23 @@ t.test('Redis replaced while one instance lags: clients hopping between instance
     t.equal(got.filter((e) => e === 'resync').length, 1, `${h.name}: one resync in all (the replaced Redis)`)
     t.ok(h.connections.every((c) => received(c).filter((e) => e === 'resync').length <= 1), `${h.name}: at most one resync per connection`)
   }
+})
+
+t.test('a client with an id of the epoch a lagging instance has not reached yet waits for it there: never a resync to an older id', async (t) => {
+  const { redis, relay, a, b, onA } = await relayedPair(t)
+  const onB = await open(t, b)
+  await waitFor('the stream on B', () => b.app.sse.size === 1)
+  // A's reader hears nothing more for a while (until its command deadline drops it); its publisher still answers.
+  relay.halfOpen(isReader)
+  // The bus's state gone: B's next publish starts a new epoch, which A's reader has not seen.
+  await redis.command('DEL', '{relayed}:meta')
+  await b.app.sse.broadcast({ n: 1 })
+  await waitFor('1 on B', () => received(onB).at(-1) === 1)
+  const hopped = await connect(a.port, '/api/events', { 'last-event-id': onB.events.at(-1)?.id as string })
+  t.equal(hopped.status, 200)
+  await reaches(t, 'A to follow the new epoch', () => received(onA).includes('resync'))
+  await b.app.sse.broadcast({ n: 2 })
+  await reaches(t, '2 on the stream that came to A', () => received(hopped).includes(2))
+  t.same(received(hopped), [2], 'held until A caught up, then read on: no resync to the older id A had')
+  hopped.destroy()
 })

@@ -67,9 +67,16 @@ t.test('at maxmemory with noeviction: state oom, its metric, one log line each w
 
   for (let i = 0; i < FILLERS; i++) await redis.command('DEL', `filler:${i}`)
   await redis.command('CONFIG', 'SET', 'maxmemory', '3mb')
+  // The first write Redis takes ends the spell: this broadcast, or the next probe, whichever goes first.
+  t.match(await app.sse.broadcast({ n: 9 }), { delivered: 1 }, 'broadcasts published again')
   await waitFor('the bus up again', () => app.sse.stats().bus.state === 'up')
   t.equal(logged(/takes writes again/).length, 1, 'one log line when the spell ends')
-  t.match(await app.sse.broadcast({ n: 9 }), { delivered: 1 }, 'broadcasts published again')
+  // No probe could be written during the spell (over the receive deadline): its silence is no
+  // deafness, and the deadline runs again from the spell's end, whichever write ended it.
+  t.same(logged(/bus is down|bus is up again/), [], 'from oom straight back to up: never down in between')
+  await waitFor('the broadcast on the stream', () => stream.events.some((e) => JSON.parse(e.data).n === 9))
+  t.notOk(stream.isEnded(), 'the stream is still open')
+  t.equal(app.sse.stats().busDeaf, 0, 'never closed as deaf as Redis recovered')
   t.same(await scrape(), { up: 1, oom: 0, refused: 4 })
 })
 

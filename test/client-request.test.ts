@@ -7,6 +7,7 @@ import path from 'node:path'
 import t from 'tap'
 import { TowerSseClient, TowerSseClientOptionError, TowerSseErrorEvent, type TowerSseAttempt, type TowerSseClientState } from '../lib/client'
 import { startScriptedServer } from './fixtures/client-scripted-server'
+import { startApp } from './fixtures/app'
 import { waitFor } from './fixtures/sse-connection'
 
 // Compile-time: a TowerSseClient stands wherever an EventSource is expected, its handlers typed by its own events.
@@ -73,6 +74,34 @@ t.test('headers as a function: called for every attempt with its number and Last
   t.same(calls.map((c) => c.lastEventId), ['', 'e0', 'e1'])
   t.same(calls.map((c) => c.attempt), [1, 1, 1], 'streams that ended normally are no failed attempts')
   t.same(server.requests.map((r) => r.headers.accept), Array(3).fill('text/event-stream'))
+})
+
+t.test('the app\'s own Accept header is sent as it is; without one, the client asks for text/event-stream', async (t) => {
+  const server = await startScriptedServer(() => ({ frames: [], then: 'hold' }))
+  t.teardown(() => server.close())
+  const accept = 'text/event-stream;q=1, application/json;q=0.5'
+  const own = new TowerSseClient(server.url, { ...FAST, headers: { Accept: accept } })
+  t.teardown(() => own.close())
+  await waitFor('its request', () => server.requests.length === 1)
+  const plain = new TowerSseClient(server.url, FAST)
+  t.teardown(() => plain.close())
+  await waitFor('the other request', () => server.requests.length === 2)
+  t.same(server.requests.map((r) => r.headers.accept), [accept, 'text/event-stream'])
+})
+
+t.test('onResponse asks for a retry of a 200 stream: the response is let go (the server sees its stream end) before the next attempt', async (t) => {
+  const { app, port } = await startApp({ heartbeatMs: 60_000 }, { forceCloseConnections: true })
+  t.teardown(() => app.close())
+  let attempts = 0
+  const client = new TowerSseClient(`http://127.0.0.1:${port}/api/events`, {
+    ...FAST,
+    onResponse: () => ++attempts === 1 ? 'retry' : undefined
+  })
+  t.teardown(() => client.close())
+  await waitFor('the second attempt open', () => client.readyState === TowerSseClient.OPEN)
+  await waitFor('the server to see the first stream let go', () => app.sse.stats().disconnected === 1)
+  t.equal(attempts, 2)
+  t.equal(app.sse.size, 1, 'one stream held: the one the client reads')
 })
 
 t.test('onResponse: a 401 refreshes the token and is retried, where without it the client stops for good', async (t) => {
@@ -181,6 +210,8 @@ t.test('options: bad methods, bodies, headers and onResponse are refused by name
   refused({ method: 'trace' }, 'method', /got "trace"/)
   refused({ method: 'PO ST' }, 'method', /an HTTP method/)
   refused({ body: 'x' }, 'body', /absent with method GET/)
+  // fetch refuses a body with GET whatever its case: every attempt would fail, and be retried for ever.
+  refused({ method: 'get', body: 'x' }, 'body', /absent with method GET/)
   refused({ method: 'POST', body: new ReadableStream() }, 'body', /sent again on every reconnect/)
   refused({ method: 'POST', body: { a: 1 } }, 'body', /a string, URLSearchParams/)
   refused({ headers: { 'bad name': 'x' } }, 'headers', /headers fetch accepts/)

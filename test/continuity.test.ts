@@ -1,7 +1,8 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { Continuity, type Step } from '../lib/bus/redis/continuity'
-import type { EntryPlace } from '../lib/bus/redis/entry-codec'
+import { Continuity, judgeRange, type Step } from '../lib/bus/redis/continuity'
+import type { EntryPlace, StreamEntry } from '../lib/bus/redis/entry-codec'
+import type { EventPosition } from '../lib/bus/event-id'
 
 // The Redis bus's continuity state, without Redis: whatever the reader reads and the check finds,
 // it delivers an event only right after the one it delivered last (or after the point it told
@@ -165,4 +166,20 @@ t.test('an idle check with the counter or the tail below what was delivered reti
   t.ok(state.mustRotate(3, '7-0'), 'the counter went back')
   t.ok(state.mustRotate(4, '6-0'), 'the tail went back')
   t.ok(state.mustRotate(4, undefined), 'the stream is gone')
+})
+
+t.test('a resume read (judgeRange): up to history.events events replayed, one more is too old; a hole or a short read is lost', async (t) => {
+  const maxEvents = 3
+  /** Entries `from`..`to` of epoch a (sequence n at stream id n-0), as Redis reads them. */
+  const entries = (from: number, to: number): StreamEntry[] =>
+    Array.from({ length: to - from + 1 }, (_, i) => [`${from + i}-0`, ['e', 'a', 'n', String(from + i), 'd', `{"n":${from + i}}`]])
+  const at = (major: number): EventPosition => ({ epoch: 'a', major, minor: 0 })
+  const replayed = (read: ReturnType<typeof judgeRange>): unknown => read.kind === 'events' ? read.events.map((e) => e.data) : read
+  t.same(replayed(judgeRange(entries(1, 1 + maxEvents), at(1), at(1 + maxEvents), maxEvents)), ['{"n":2}', '{"n":3}', '{"n":4}'],
+    'missed exactly history.events events: every one replayed')
+  t.same(judgeRange(entries(1, 2 + maxEvents), at(1), at(2 + maxEvents), maxEvents), { kind: 'gone', reason: 'too-old' }, 'one more: too old, a resync')
+  t.same(replayed(judgeRange(entries(4, 4), at(4), at(4), maxEvents)), [], 'missed nothing')
+  t.same(judgeRange([...entries(1, 2), ...entries(4, 4)], at(1), at(4), maxEvents), { kind: 'gone', reason: 'lost' }, 'a hole in the sequence')
+  t.same(judgeRange(entries(1, 2), at(1), at(3), maxEvents), { kind: 'gone', reason: 'lost' }, 'short of the newest id delivered here')
+  t.same(judgeRange(entries(2, 3), at(1), at(3), maxEvents), { kind: 'gone', reason: 'too-old' }, 'the client\'s own entry trimmed')
 })

@@ -15,7 +15,7 @@ t.test('every error constructor is exported under its own code, with a status co
     t.match(error, { code, statusCode: Number }, code)
   }
   t.same(codes.filter((code) => !code.startsWith('TOWER_SSE_')), [], 'the plugin\'s are all TOWER_SSE_*: Tower\'s are not the plugin\'s')
-  t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_BUS_DEAF', 'TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PIPELINED', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
+  t.same(Object.values(REFUSAL_CODES).sort(), ['TOWER_SSE_BUS_DEAF', 'TOWER_SSE_CAPACITY', 'TOWER_SSE_CLOSING', 'TOWER_SSE_LOG_UNAVAILABLE', 'TOWER_SSE_PER_KEY', 'TOWER_SSE_PIPELINED', 'TOWER_SSE_PRESSURE', 'TOWER_SSE_RATE'])
 })
 
 const { TOWER_SSE_OPTION: TowerSseOptionError, TOWER_SSE_BAD_SUBSCRIPTION: SubscriptionError, TOWER_SSE_REGISTRY_FULL: RegistryFullError } = errorCodes

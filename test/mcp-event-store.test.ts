@@ -223,6 +223,31 @@ t.test('follow: after the replay, what the log receives, until the response; the
   t.same(plain, [note(1), note(2), note(3), response, note(4)])
 })
 
+t.test('follow: a response and what follows it read at once: sent up to the response, nothing after it', async (t) => {
+  const app = await memoryApp(t)
+  const producer = mcpEventStore(app, { owner: 'alice' })
+  const ends: string[] = []
+  const follower = mcpEventStore(app, { owner: 'alice', follow: true, onFollowEnd: (id) => ends.push(id) })
+  const first = await producer.storeEvent('req-2', note(0))
+  const sent: McpMessage[] = []
+  await follower.replayEventsAfter(first, { send: async (_id, m) => { sent.push(m) } })
+  const response = { jsonrpc: '2.0', id: 8, result: { content: [] } }
+  // In one append, as a busy log hands a follower several events in one read.
+  const shared = sharedLogOf(app.sse) as SharedLog
+  await shared.log.record(first.split('.')[1], ownerHash('mcp\0alice'), 60_000, 'req-2', [note(1), response, note(2)].map((m) => ({ data: JSON.stringify(m) })))
+  await waitFor('onFollowEnd', () => ends.length === 1)
+  t.same(sent, [note(1), response], 'the response is the last message followed')
+})
+
+t.test('a cancelled stream takes no more events: storeEvent rejects rather than hand out an id of nothing stored', async (t) => {
+  const app = await memoryApp(t)
+  const store = mcpEventStore(app, { owner: 'alice' })
+  const first = await store.storeEvent('s', note(1))
+  t.equal(await app.sse.cancel(first.split('.')[1]), true)
+  await t.rejects(store.storeEvent('s', note(2)), /takes no more events \(cancelled\)/)
+  t.same((await replay(store, first)).sent, [], 'nothing stored after the cancel')
+})
+
 t.test('follow: close() stops a follower (the transport it served closed), and onFollowEnd is told', async (t) => {
   const app = await memoryApp(t)
   const producer = mcpEventStore(app, { owner: 'alice' })

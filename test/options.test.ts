@@ -68,7 +68,12 @@ const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
   ['historyMaxEvents', { historyMaxEvents: 5 }, /option "historyMaxEvents" must be one of tower-sse's options \(moved to history: \{ events \}\), got 5/],
   ['redisKey', { redisKey: 'k' }, /\(moved to redis: \{ url, key \}\)/],
   ['retryJitterMs', { retryJitterMs: 0 }, /\(gone: every delay is jittered ±20%\)/],
-  ['somethingElse', { somethingElse: 1 }, /option "somethingElse" must be one of tower-sse's options, got 1/]
+  ['somethingElse', { somethingElse: 1 }, /option "somethingElse" must be one of tower-sse's options, got 1/],
+  // Two edits (a transposition) on a short name is still a typo.
+  ['drianMs', { drianMs: 5 }, /\(did you mean "drainMs"\?\)/],
+  ['storm', { storm: [] }, /option "storm" must be an object \{ refusalsPerSecond, tarpitMs, maxRetryAfterSeconds \}, got \[\]/],
+  ['metrics', { metrics: { metrics: () => '' } }, /option "metrics" must be a prom-client Registry/],
+  ['redis', { redis: { url: 'redis://127.0.0.1:1', client: { status: 'ready', duplicate: () => {}, evalsha: () => {} } } }, /option "redis" must be an object with exactly one of url .* or client/]
 ]
 
 for (const [name, input, message] of BAD) {
@@ -79,6 +84,26 @@ for (const [name, input, message] of BAD) {
       'the same error surfaces from app.register()')
   })
 }
+
+t.test('every range includes its ends: the least and the greatest value of each option are taken as given', async (t) => {
+  type Normalized = ReturnType<typeof normalizeOptions>
+  const GOOD: Array<[Record<string, unknown>, (options: Normalized) => unknown, unknown]> = [
+    [{ maxClientsPerKey: 0 }, (o) => o.maxClientsPerKey, 0],
+    [{ retryMs: 0 }, (o) => o.retryMs, 0],
+    [{ retryMs: 3_600_000 }, (o) => o.retryMs, 3_600_000],
+    [{ heartbeatMs: 2 ** 31 - 1 }, (o) => o.heartbeatMs, 2 ** 31 - 1],
+    [{ maxAgeMs: 1_789_569_705 }, (o) => o.maxAgeMs, 1_789_569_705],
+    [{ history: { events: 0, bytes: 0 } }, (o) => [o.history.events, o.history.bytes], [0, 0]],
+    [{ storm: { tarpitMs: 0, refusalsPerSecond: 0 } }, (o) => o.storm, { ...DEFAULTS.storm, tarpitMs: 0, refusalsPerSecond: 0 }],
+    [{ storm: { tarpitMs: 60_000 } }, (o) => o.storm !== false && o.storm.tarpitMs, 60_000],
+    // A storm bound equal to the base window: refusals never widen, which is allowed.
+    [{ retryAfterSeconds: 60 }, (o) => [o.retryAfterSeconds, o.storm !== false && o.storm.maxRetryAfterSeconds], [60, 60]],
+    [{ retryAfterSeconds: 3600, storm: { maxRetryAfterSeconds: 3600 } }, (o) => o.retryAfterSeconds, 3600],
+    [{ connectRate: { perSecond: 7 } }, (o) => o.connectRate, { perSecond: 7, burst: 7 }],
+    [{ redis: { url: 'redis://127.0.0.1:1', deafCloseMs: 0 } }, (o) => o.redis?.deafCloseMs, 0]
+  ]
+  for (const [input, pick, expected] of GOOD) t.same(pick(normalizeOptions(input)), expected, JSON.stringify(input))
+})
 
 t.test('the error describes values JSON cannot', async (t) => {
   t.throws(() => normalizeOptions({ maxClients: 10n as unknown as number }), { message: /got 10n/ })

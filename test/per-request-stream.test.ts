@@ -49,9 +49,37 @@ t.test('keepOpen: the stream stays open for broadcasts once its own events are d
   own.destroy()
 })
 
+t.test('the stream\'s end returns its iterator in the same turn, however it ends: its client leaving, close(), shutdown', async (t) => {
+  const returned: string[] = []
+  const { app, port } = await appWith((request) => {
+    const name = String(request.headers['x-name'])
+    return {
+      [Symbol.asyncIterator]: () => ({
+        // Never yields: the app's source waits on something that never comes.
+        next: async () => await new Promise<IteratorResult<{ data: string }>>(() => {}),
+        return: async () => {
+          returned.push(name)
+          return { done: true, value: undefined }
+        }
+      })
+    }
+  }, { keyFn: (request) => String(request.headers['x-name']) })
+  const left = await connect(port, '/tokens', { 'x-name': 'left' })
+  const closed = await connect(port, '/tokens', { 'x-name': 'closed' })
+  const last = await connect(port, '/tokens', { 'x-name': 'last' })
+  await waitFor('3 streams', () => app.sse.size === 3)
+  left.destroy()
+  await waitFor('the one that left to be gone', () => app.sse.size === 2)
+  t.same(returned, ['left'], 'returned as its client\'s leaving was seen')
+  t.equal(app.sse.close({ key: 'closed' }, 'revoked'), 1)
+  t.same(returned, ['left', 'closed'], 'returned as close() ended it')
+  await Promise.all([app.close(), closed.ended, last.ended])
+  t.same(returned, ['left', 'closed', 'last'], 'returned as shutdown ended it')
+})
+
 t.test('the client leaving mid-way runs the generator\'s finally', async (t) => {
-  let finished!: () => void
-  const finallyRan = new Promise<void>((resolve) => { finished = resolve })
+  let ran = false
+  const finished = (): void => { ran = true }
   let pulled = 0
   const { app, port } = await appWith(async function * () {
     try {
@@ -66,13 +94,13 @@ t.test('the client leaving mid-way runs the generator\'s finally', async (t) => 
   const own = await connect(port, '/tokens')
   await waitFor('some tokens', () => own.events.length >= 3)
   own.destroy()
-  await finallyRan
+  await waitFor('the generator\'s finally', () => ran)
   t.pass(`finally ran after ${pulled} items`)
 })
 
 t.test('shutdown runs the generator\'s finally too', async (t) => {
-  let finished!: () => void
-  const finallyRan = new Promise<void>((resolve) => { finished = resolve })
+  let ran = false
+  const finished = (): void => { ran = true }
   const { app, port } = await appWith(async function * () {
     try {
       for (let n = 0; ; n++) { yield { data: n }; await new Promise((resolve) => setImmediate(resolve)) }
@@ -80,7 +108,8 @@ t.test('shutdown runs the generator\'s finally too', async (t) => {
   })
   const own = await connect(port, '/tokens')
   await waitFor('one token', () => own.events.length >= 1)
-  await Promise.all([app.close(), own.ended, finallyRan])
+  await Promise.all([app.close(), own.ended])
+  await waitFor('the generator\'s finally', () => ran)
   t.equal(app.sse.stats().shutdown, 1)
 })
 

@@ -96,18 +96,20 @@ t.test('broadcasts to a per-request stream whose reader keeps up never drop it: 
 })
 
 t.test('an item that can never fit the budget: logged, told as `event: error`, closed with a retry: — not dropped as a slow client', async (t) => {
+  // `data: <4088 bytes>\n\n`: a frame of exactly the budget fits it (once nothing else is unsent).
+  const exact = 'e'.repeat(4096 - 'data: \n\n'.length)
   const { app, port, logged } = await start(t, { maxBufferedBytes: 4096 }, (app) => route(app, () => ({
-    stream: (async function * () { yield { data: 'small' }; yield { data: 'x'.repeat(8192) } })()
+    stream: (async function * () { yield { data: 'small' }; yield { data: exact }; yield { data: 'x'.repeat(8192) } })()
   })))
   const c = await connect(port, '/s')
   await c.ended
-  t.same(c.events.map((e) => [e.event, e.data]), [[undefined, 'small'], ['error', '{"code":"TOWER_SSE_ITEM_TOO_LARGE"}']])
+  t.same(c.events.map((e) => [e.event, e.data]), [[undefined, 'small'], [undefined, exact], ['error', '{"code":"TOWER_SSE_ITEM_TOO_LARGE"}']])
   t.same(c.retries, [2000, 2000])
   t.match(app.sse.stats(), { streamFailed: 1, dropped: 0 })
   t.ok(logged.some((l) => /TOWER_SSE_ITEM_TOO_LARGE/.test(l.msg ?? '') && /8\d{3} bytes can never fit .* 4096-byte budget/.test(l.err?.message ?? '')), 'the log says which item and which budget')
 })
 
-t.test('an iterable whose stream never opens is released: per-key 429, a late 503, HEAD, a client gone during the hooks, a Readable destroyed', async (t) => {
+t.test('an iterable whose stream never opens is released: per-key 429, a late 503, HEAD, a client gone during the hooks, a failed opening, a Readable destroyed', async (t) => {
   const released: string[] = []
   const tracked = (name: string): AsyncIterable<{ data: string }> => ({
     [Symbol.asyncIterator]: () => ({
@@ -116,7 +118,11 @@ t.test('an iterable whose stream never opens is released: per-key 429, a late 50
     })
   })
   let gate: (() => void) | null = null
-  const { app, port } = await start(t, { maxClients: 2, maxClientsPerKey: 1, keyFn: (request) => String(request.headers['x-user']), storm: false }, (app) => {
+  const keyFn = (request: { headers: Record<string, unknown> }): string => {
+    if (request.headers['x-user'] === 'nobody') throw new Error('no key for this request')
+    return String(request.headers['x-user'])
+  }
+  const { app, port } = await start(t, { maxClients: 2, maxClientsPerKey: 1, keyFn, storm: false }, (app) => {
     app.route({
       method: ['GET', 'HEAD'],
       url: '/s',
@@ -126,14 +132,14 @@ t.test('an iterable whose stream never opens is released: per-key 429, a late 50
       },
       handler: (request, reply) => {
         const name = String(request.headers['x-name'])
-        const stream = name === 'readable' ? readable() : tracked(name)
+        const stream = name.endsWith('readable') ? readable(name) : tracked(name)
         return reply.eventStream.subscribe({ stream, keepOpen: true })
       }
     })
   })
-  const readable = (): Readable => {
+  const readable = (name: string): Readable => {
     const r = Readable.from((async function * () { yield { data: 'never' } })())
-    r.once('close', () => released.push('readable'))
+    r.once('close', () => released.push(name))
     return r
   }
   const holder = await connect(port, '/s', { 'x-user': 'a', 'x-name': 'holder' })
@@ -145,6 +151,15 @@ t.test('an iterable whose stream never opens is released: per-key 429, a late 50
     req.end()
   })
   t.equal(head, 200)
+  // A Readable that never opened is destroyed: returning an iterator of it never started would do nothing to it.
+  const headReadable = await new Promise<number>((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/s', method: 'HEAD', headers: { 'x-user': 'h', 'x-name': 'head-readable' } }, (res) => { res.resume(); resolve(res.statusCode ?? 0) })
+    req.end()
+  })
+  t.equal(headReadable, 200)
+  const failed = await connect(port, '/s', { 'x-user': 'nobody', 'x-name': 'failed' })
+  await failed.ended
+  t.equal(failed.status, 500, 'an opening that failed (its key hook threw)')
   // Past onRequest while there is room; by its turn to open, the room is gone: a late 503.
   const late = connect(port, '/s', { 'x-user': 'b', 'x-name': 'late', 'x-wait': '1' })
   await waitFor('the late one to wait in its hook', () => gate !== null)
@@ -165,9 +180,9 @@ t.test('an iterable whose stream never opens is released: per-key 429, a late 50
   gone.destroy()
   await new Promise((resolve) => setTimeout(resolve, 50))
   ;(gate as unknown as () => void)()
-  await waitFor('every iterable released', () => ['perKey', 'head', 'late', 'gone', 'readable'].every((name) => released.includes(name)))
+  await waitFor('every iterable released', () => ['perKey', 'head', 'head-readable', 'failed', 'late', 'gone', 'readable'].every((name) => released.includes(name)))
   t.same(released.filter((r) => r.endsWith('started')), ['holder started', 'readable started'].filter((r) => released.includes(r)), 'only the opened streams were pulled')
-  t.notOk(released.some((r) => ['perKey', 'head', 'late', 'gone'].some((name) => r === `${name} started`)), 'no released iterable was ever started')
+  t.notOk(released.some((r) => ['perKey', 'head', 'failed', 'late', 'gone'].some((name) => r === `${name} started`)), 'no released iterable was ever started')
   holder.destroy()
 })
 

@@ -141,9 +141,15 @@ t.test('the log out of reach (Redis stopped): a resume is refused 503 + Retry-Af
 
   redis.pause()
   // Both asked at once, before the bus could be judged deaf (its refusals come first then).
-  const [resumed, fresh] = await Promise.all([post(a.port, { 'x-user': 'alice', 'last-event-id': first.events[0].id as string }), post(a.port, { 'x-user': 'alice' })])
-  await Promise.all([resumed.ended, fresh.ended])
+  const [resumed, fresh, plain] = await Promise.all([
+    post(a.port, { 'x-user': 'alice', 'last-event-id': first.events[0].id as string }),
+    post(a.port, { 'x-user': 'alice' }),
+    post(a.port, { 'x-user': 'alice', 'last-event-id': first.events[0].id as string, 'x-plain': '1', 'x-name': 'plain' })
+  ])
+  await Promise.all([resumed.ended, fresh.ended, plain.ended])
   t.equal(resumed.status, 503, resumed.body)
+  t.equal(plain.status, 503)
+  await waitFor('the iterable the refused resume brought to be released', () => a.released.includes('plain'))
   t.ok(Number(resumed.headers['retry-after']) >= 1, 'told when to come back')
   t.equal(JSON.parse(resumed.body).code, 'TOWER_SSE_LOG_UNAVAILABLE')
   t.equal(fresh.status, 200)
@@ -208,6 +214,63 @@ t.test('redis log: record appends from any instance, in one sequence; append sta
   t.equal(await b.finish('m1', { kind: 'cancelled' }), true)
   t.equal(await a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'late' }]), null, 'a cancelled log takes nothing')
   await waitFor('each record told on B', () => heard.filter((id) => id === 'm1').length === 4)
+})
+
+t.test('redis log: one create per id, one end, nothing appended after it, a read after n starts at n + 1, an ended log kept its ttlMs', async (t) => {
+  const { a, b, raw } = await twoLogs(t, 'contract')
+  t.same(await a.create('x', 'alice', 60_000), { created: true })
+  t.equal(await a.append('x', [{ data: '1' }, { data: '2' }, { data: '3', event: 'note', retry: 500 }]), 3)
+  t.same(await b.create('x', 'mallory', 60_000), { created: false, meta: { owner: 'alice', running: true, last: 3, label: undefined } }, 'made once: its meta is what a second create gets')
+  t.same((await b.read('x', 1, 10))?.entries, [
+    { seq: 2, kind: 'event', event: { data: '2' } },
+    { seq: 3, kind: 'event', event: { data: '3', event: 'note', retry: 500 } }
+  ], 'after 1: from 2, with each event\'s name and retry')
+  t.same((await b.read('x', 1, 1))?.entries.map((e) => e.seq), [2], 'at most the limit')
+  t.ok(await raw.pttl('{contract:r:x}:meta') > 60_000, 'running: kept its ttl and a slack past its producer\'s last sign of life')
+  t.equal(await b.finish('x', { kind: 'cancelled' }), true)
+  t.equal(await a.finish('x', { kind: 'done' }), false, 'ended once')
+  t.equal(await a.append('x', [{ data: '4' }]), null, 'nothing after the end, not even its producer\'s')
+  const read = await b.read('x', 0, 10)
+  t.same(read?.entries.map((e) => e.kind === 'end' ? `end ${e.outcome.kind}` : e.event.data), ['1', '2', '3', 'end cancelled'])
+  t.same(read?.meta, { owner: 'alice', running: false, last: 4, label: undefined })
+  const kept = await Promise.all([raw.pttl('{contract:r:x}:meta'), raw.pttl('{contract:r:x}:log')])
+  t.ok(kept.every((ms) => ms > 0 && ms <= 60_000), `ended: both keys kept its ttlMs from the end (${kept.join(', ')} ms)`)
+})
+
+t.test('redis log: a producer\'s heartbeat is its sign of life; only a producer silent past the deadline is reaped', async (t) => {
+  const { a, b, raw } = await twoLogs(t, 'alive')
+  const redisNow = async (): Promise<number> => {
+    const [seconds, micros] = await raw.time()
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+  }
+  const lastSign = async (): Promise<number> => Number(await raw.hget('{alive:r:y}:meta', 'h'))
+  t.same(await a.create('y', 'alice', 60_000), { created: true })
+  const created = await lastSign()
+  await until('Redis\'s clock past the creation', async () => await redisNow() > created)
+  await a.heartbeat(['y'])
+  t.ok(await lastSign() > created, 'the heartbeat is the new sign of life')
+  await b.reap(['y'], 60_000)
+  t.equal((await b.read('y', 0, 0))?.meta.running, true, 'alive within the deadline: not reaped')
+  const beat = await lastSign()
+  await until('Redis\'s clock past the heartbeat', async () => await redisNow() > beat)
+  await b.reap(['y'], 0)
+  const read = await b.read('y', 0, 10)
+  t.same(read?.entries, [{ seq: 1, kind: 'end', outcome: { kind: 'error', code: 'TOWER_SSE_PRODUCER_LOST' } }], 'silent past it: ended as lost')
+})
+
+t.test('a quiet producer proves itself alive: its log\'s sign of life moves on while it appends nothing', async (t) => {
+  const redis = await server(t)
+  const raw = new Redis(redis.url)
+  t.teardown(() => raw.disconnect())
+  const a = await startAnswerApp({ redis: { url: redis.url, key: 'quiet' } }, { tokens: 5, holdAfter: 2, hold: new Promise(() => {}) })
+  t.teardown(() => a.app.close())
+  const c = await post(a.port, { 'x-user': 'alice', 'x-id': 'thinking' })
+  await waitFor('its tokens', () => c.events.length === 2)
+  const meta = '{quiet:r:thinking}:meta'
+  const [n, h] = await raw.hmget(meta, 'n', 'h')
+  await until('a heartbeat', async () => Number(await raw.hget(meta, 'h')) > Number(h))
+  t.equal(await raw.hget(meta, 'n'), n, 'nothing appended meanwhile')
+  c.destroy()
 })
 
 t.test('redis log: a recorded log is kept ttlMs past its last record (no running slack), then gone', async (t) => {

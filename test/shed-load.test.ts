@@ -129,6 +129,23 @@ t.test('Retry-After is drawn from a window that widens during a storm and narrow
   afterCalm.destroy()
 })
 
+t.test('Retry-After never passes maxRetryAfterSeconds, even when the draw from [w, 2w] would', async (t) => {
+  // w = retryAfterSeconds = 3 is under the bound 4, but the highest draw (random just under 1) is 2w = 6:
+  // only the cap on the draw itself keeps it at 4.
+  const { app, port } = await startApp(withTestClocks({
+    maxClients: 1,
+    retryAfterSeconds: 3,
+    storm: { maxRetryAfterSeconds: 4, tarpitMs: 0 }
+  }, { random: () => 0.999 }))
+  t.teardown(() => app.close())
+  const holder = await connect(port)
+  const refused = await connect(port)
+  await refused.ended
+  t.same([refused.status, refused.headers['retry-after']], [503, '4'], 'the highest draw is capped at the bound')
+  holder.destroy()
+  await waitFor('slot free', () => app.sse.size === 0)
+})
+
 t.test('slow rejection: during a storm refusals are held, bounded in number', async (t) => {
   // Holds far longer than the test: a refusal answered before close() was answered at once. The
   // storm meter's clock stands still: every refusal falls in one second, stormy from the sixth.

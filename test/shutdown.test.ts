@@ -104,6 +104,34 @@ t.test('during close(), a new stream request gets the plugin\'s refusal, not Fas
   await waitFor('the open stream to end', () => stream.isEnded())
 })
 
+t.test('a stream request already past its route\'s onRequest when close() starts is refused when it comes to open: closing, never a stream', async (t) => {
+  let arrived = false
+  let go: () => void = () => {}
+  const gate = new Promise<void>((resolve) => { go = resolve })
+  const { app, port, closeStarted, release } = await appHeldInClose(async (app) => {
+    app.get('/held', {
+      eventStream: true,
+      preHandler: async () => {
+        arrived = true
+        await gate
+      }
+    }, (_request, reply) => reply.eventStream.subscribe())
+  })
+  const held = connect(port, '/held')
+  await waitFor('the request in its preHandler', () => arrived)
+  const closed = app.close()
+  await closeStarted
+  go()
+  const answer = await held
+  await answer.ended
+  t.equal(answer.status, 503)
+  t.match(JSON.parse(answer.body), { code: 'TOWER_SSE_CLOSING', reason: 'closing' })
+  t.match(app.sse.stats(), { accepted: 0, refusals: { closing: 1 } })
+  answer.destroy()
+  release()
+  await closed
+})
+
 t.test('during close(), other routes still get Fastify\'s own answer', async (t) => {
   const { app, port, closeStarted, release } = await appHeldInClose()
   const closed = app.close()

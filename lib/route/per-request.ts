@@ -56,16 +56,19 @@ function errorFrame (code: string): Buffer {
 export async function pump (subscriber: Subscriber, source: StreamSource, log: FastifyBaseLogger, keepOpen: boolean, budget: number, context: StreamContext): Promise<void> {
   let iterable: PerRequestStream
   let iterator: AsyncIterator<SseEvent>
-  const fail = (code: string, error: unknown): void => {
+  const fail = async (code: string, error: unknown): Promise<void> => {
     log.error({ err: error, streamId: subscriber.id }, `tower-sse: a per-request stream failed (${code}); its stream is closed with a retry`)
-    subscriber.write(errorFrame(code))
+    const frame = errorFrame(code)
+    // Told once there is room: written past a budget still full of the last item, the frame would drop the stream as too slow.
+    if (!await subscriber.whenFits(frame.length)) return
+    subscriber.write(frame)
     subscriber.end('streamFailed')
   }
   try {
     iterable = typeof source === 'function' ? source(context) : source
     iterator = iterable[Symbol.asyncIterator]()
   } catch (error) {
-    fail('TOWER_SSE_STREAM_FAILED', error)
+    await fail('TOWER_SSE_STREAM_FAILED', error)
     return
   }
   // A Readable is destroyed: its iterator's return() would wait for data that may never come.
@@ -75,7 +78,7 @@ export async function pump (subscriber: Subscriber, source: StreamSource, log: F
     try {
       next = await subscriber.whileOpen(iterator.next())
     } catch (error) {
-      if (!subscriber.isOver) fail('TOWER_SSE_STREAM_FAILED', error)
+      if (!subscriber.isOver) await fail('TOWER_SSE_STREAM_FAILED', error)
       return
     }
     if (next === undefined || subscriber.isOver) return
@@ -90,11 +93,11 @@ export async function pump (subscriber: Subscriber, source: StreamSource, log: F
     try {
       frame = encodeAppEvent(eventOf(next.value))
     } catch (error) {
-      fail('TOWER_SSE_STREAM_FAILED', error)
+      await fail('TOWER_SSE_STREAM_FAILED', error)
       return
     }
     if (frame.length > budget) {
-      fail('TOWER_SSE_ITEM_TOO_LARGE', new Error(`an item of ${frame.length} bytes can never fit this stream's ${budget}-byte budget (maxBufferedBytes)`))
+      await fail('TOWER_SSE_ITEM_TOO_LARGE', new Error(`an item of ${frame.length} bytes can never fit this stream's ${budget}-byte budget (maxBufferedBytes)`))
       return
     }
     if (!await subscriber.whenFits(frame.length, budget / 2)) return

@@ -209,7 +209,7 @@ export class RedisBus implements Bus {
     const idempotency = key === undefined ? this.metaKey : `${this.prefix}:idem:${key}`
     this.run(this.publisher, 'pub', facts, idempotency, deadline, key === undefined ? '0' : (message.idempotencyHash ?? ''), ...messageFields(message, token)).then(
       (reply) => {
-        if ((reply as PublishReply)[0] === 'ok') this.memory.wrote()
+        if ((reply as PublishReply)[0] === 'ok') this.tookWrite()
         this.waiters.answered(token, reply as PublishReply)
       },
       (error: Error) => {
@@ -377,12 +377,22 @@ export class RedisBus implements Bus {
     return this.proof.silentMs() <= RECEIVE_DEADLINE_MS ? 'up' : 'down'
   }
 
-  /** A probe write answered: an OOM refusal starts a spell, a write taken ends one (and the probe's deadline starts again). */
+  /** A probe write answered: an OOM refusal starts a spell, a write taken ends one. */
   private readonly probeWritten = (error: Error | null): void => {
     if (error !== null) {
       this.memory.writeRefused(error)
       return
     }
+    this.tookWrite()
+  }
+
+  /**
+   * Redis took a write (a publish or a probe): an out-of-memory spell, if any, is over, and the
+   * receive deadline starts again from now — no probe could be written during the spell, so its
+   * silence proves no deafness (a spell ended by a publish was otherwise judged down, and closed
+   * every stream as deaf, just as Redis recovered).
+   */
+  private tookWrite (): void {
     if (this.memory.active) this.proof.restart()
     this.memory.wrote()
   }
