@@ -77,7 +77,6 @@ const towerSsePlugin: FastifyPluginAsync<TowerSseOptions> = async (fastify, rawO
   const resumables = new Resumables(log, fastify.log)
   try {
     await fanOut.start()
-    await resumables.start()
   } catch (error) {
     // Nothing left connected by a start that failed: neither the bus's connections nor the log's.
     await resumables.close().catch(() => {})

@@ -285,3 +285,18 @@ t.test('redis log: a recorded log is kept ttlMs past its last record (no running
   await until('the log to expire', async () => (await b.read('m3', 0, 1)) === null)
   t.same(await raw.exists('{record-ttl:r:m3}:meta', '{record-ttl:r:m3}:log'), 0, 'both keys')
 })
+
+t.test('the log is reached on first use: an app that never opens a resumable stream holds only the bus\'s two connections', async (t) => {
+  const redis = await server(t)
+  const raw = new Redis(redis.url)
+  t.teardown(() => raw.disconnect())
+  // Every client but this one (CLIENT LIST lists the caller too).
+  const others = async (): Promise<number> => (await raw.client('LIST') as string).trim().split('\n').length - 1
+  const a = await startAnswerApp({ redis: { url: redis.url, key: 'lazy' } }, { tokens: 2 })
+  t.teardown(() => a.app.close())
+  t.equal(await others(), 2, 'the bus\'s publisher and reader, no connection for a log nobody used')
+  const answer = await post(a.port, { 'x-user': 'alice' })
+  await answer.ended
+  t.same(tokens(answer), ['token 0', 'token 1', 'end {}'], 'the first answer is served as any')
+  t.equal(await others(), 4, 'then the log\'s own two beside them: its commands and its change notices (a subscriber)')
+})

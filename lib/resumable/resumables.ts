@@ -50,6 +50,8 @@ interface Produced {
  */
 export class Resumables {
   private seal: IdSeal | null = null
+  private starting: Promise<IdSeal> | null = null
+  private closed = false
   private readonly produced = new Map<string, Produced>()
   /** Wakes of the connections following each stream on this instance. */
   private readonly following = new Map<string, Set<() => void>>()
@@ -58,10 +60,21 @@ export class Resumables {
 
   constructor (private readonly log: ResumableLog, private readonly logger: FastifyBaseLogger) {}
 
-  async start (): Promise<void> {
-    this.seal = new IdSeal(await this.log.secret())
-    this.log.watch((id) => this.changed(id))
-    this.timer = setInterval(() => this.prove(), HEARTBEAT_MS).unref()
+  /**
+   * The seal, once the log is reached: started on first use, so that an app without resumable
+   * streams holds no connection to their log and runs no timer. A failed start is not kept: the
+   * next use tries again.
+   */
+  private async started (): Promise<IdSeal> {
+    if (this.seal !== null) return this.seal
+    this.starting ??= this.log.secret().then((secret) => {
+      if (this.closed) throw new Error('tower-sse: resumable streams are closed')
+      this.seal = new IdSeal(secret)
+      this.log.watch((id) => this.changed(id))
+      this.timer = setInterval(() => this.prove(), HEARTBEAT_MS).unref()
+      return this.seal
+    }).finally(() => { this.starting = null })
+    return await this.starting
   }
 
   /**
@@ -78,7 +91,7 @@ export class Resumables {
   }
 
   private async decideFromLog (key: string, lastEventId: string | undefined, ask: ResumableAsk): Promise<ResumeDecision> {
-    const seal = this.sealer()
+    const seal = await this.started()
     const owner = ownerHash(key)
     const resumed = lastEventId === undefined ? null : parseResumableEventId(lastEventId)
     if (resumed !== null) {
@@ -165,6 +178,7 @@ export class Resumables {
   /** Stops the producer of `id` wherever it runs and ends every connection following it. */
   async cancel (id: string): Promise<boolean> {
     if (!isStreamId(id)) return false
+    await this.started()
     const ended = await this.log.finish(id, { kind: 'cancelled' })
     this.produced.get(id)?.controller.abort('cancelled')
     return ended
@@ -217,6 +231,7 @@ export class Resumables {
   }
 
   async close (): Promise<void> {
+    this.closed = true
     clearInterval(this.timer)
     for (const [id, { controller }] of this.produced) {
       controller.abort('shutdown')
@@ -228,6 +243,7 @@ export class Resumables {
   }
 
   private sealer (): IdSeal {
+    // Reached only after decide(), which started them.
     if (this.seal === null) throw new Error('tower-sse: resumable streams are not started')
     return this.seal
   }
