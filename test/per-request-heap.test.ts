@@ -4,11 +4,11 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 
 // Nothing of an ended stream stays reachable from an await still pending in the app's iterable:
-// 5,000 streams of each shape, each over an iterable that never yields again (an app's generator
+// 1,500 streams of each shape, each over an iterable that never yields again (an app's generator
 // waiting on a long-lived emitter, an iterator object, a Readable over a pooled cursor), each
 // closed by its client. Run in a process of its own, with --expose-gc (test/fixtures/heap-cycles.ts).
 
-const CYCLES = 5000
+const CYCLES = 1500
 /**
  * What each cycle may leave on the heap: the app's own pending iterable (a suspended generator and
  * its listener on the emitter, ~3 KB). A stream's ServerResponse, socket and writer retained would
