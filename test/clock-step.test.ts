@@ -6,7 +6,7 @@ import { startRedis } from '../benchmarks/lib/redis-server'
 import { StormMeter } from '../lib/admission/storm-meter'
 import { TokenBucket } from '../lib/admission/token-bucket'
 import { startApp } from './fixtures/app'
-import { movedClock, steppedWallClock } from './fixtures/moved-clock'
+import { frozenClock, steppedWallClock } from './fixtures/moved-clock'
 import { connect, waitFor } from './fixtures/sse-connection'
 
 // A wall clock stepped back (issue 31, item 4) is not a storm nor a debt of tokens: a backward
@@ -36,7 +36,7 @@ t.test('the token bucket: a clock stepped back 10 min owes no tokens', async (t)
 })
 
 t.test('a wall clock stepped 10 min back or forward changes no storm level, Retry-After or retry: (a real server)', async (t) => {
-  const clock = movedClock()
+  const clock = frozenClock()
   const wall = steppedWallClock(t)
   // random at its top: every jitter draws its highest value, so a cap that does not hold shows.
   const { app, port } = await startApp(withTestClocks({ maxClients: 1, retryMs: 5000, retryAfterSeconds: 5, storm: { maxRetryAfterSeconds: 20, refusalsPerSecond: 2, tarpitMs: 0 } }, { random: () => 0.9999, monotonicNow: clock.now }))
@@ -70,7 +70,7 @@ t.test('a wall clock stepped 10 min back or forward changes no storm level, Retr
 })
 
 t.test('the connect-rate bucket follows the monotonic clock, not the wall clock (a real server)', async (t) => {
-  const clock = movedClock()
+  const clock = frozenClock()
   const wall = steppedWallClock(t)
   const { app, port } = await startApp(withTestClocks({ connectRate: { perSecond: 1, burst: 1 }, storm: { maxRetryAfterSeconds: 20 } }, { random: () => 0.9999, monotonicNow: clock.now }))
   t.teardown(() => app.close())

@@ -15,7 +15,7 @@ import { MemoryBus } from '../lib/bus/memory'
 import { JITTER_RATIO } from '../lib/shared/jitter'
 import { metricsRoute } from '../lib/tower/metrics-route'
 import { connect, rawStream, waitFor, type SseConnection } from './fixtures/sse-connection'
-import { movedClock } from './fixtures/moved-clock'
+import { frozenClock } from './fixtures/moved-clock'
 import { scrape, type Scrape } from './fixtures/scrape'
 import { queryTopics } from './fixtures/app'
 
@@ -289,7 +289,7 @@ t.test('a client that takes no byte across heartbeats is swept, and counted as s
 t.test('during a storm, the held refusals and the widening level are gauges', async (t) => {
   const metrics = new Registry()
   const app = Fastify({ logger: false })
-  const clock = movedClock()
+  const clock = frozenClock()
   await app.register(towerSse, withTestClocks({ metrics, maxClients: 1, storm: { refusalsPerSecond: 1, tarpitMs: 20_000 } }, { monotonicNow: clock.now }))
   await app.register(metricsRoute, { registry: metrics })
   await app.listen({ host: '127.0.0.1', port: 0 })

@@ -43,3 +43,12 @@ t.test('secondsUntilToken: whole seconds, at least one', async (t) => {
   t.equal(slow.secondsUntilToken(), 1, '0.5 s rounds up to 1')
   t.equal(new TokenBucket(1, 3, 0).secondsUntilToken(), 1, 'a token already there still says 1, never 0 (Retry-After: 0 would mean at once)')
 })
+
+t.test('a second on a fractional clock refills a whole token (float subtraction falls short of 1000 ms)', async (t) => {
+  // 4298.015275 − 3298.015275 is 999.9999999999996: a clock read as performance.now() gives such pairs.
+  const bucket = new TokenBucket(1, 1, 3298.015275)
+  t.equal(bucket.take(3298.015275), true, 'the burst')
+  t.equal(bucket.take(3298.015275), false)
+  t.equal(bucket.take(4298.015275), true, 'one second later, one token')
+  t.equal(bucket.take(4298.015275), false, 'and only one')
+})

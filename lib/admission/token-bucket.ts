@@ -1,3 +1,6 @@
+/** Far below any fraction of a token a clock can make, far above float subtraction's error. */
+const ROUNDING = 1e-9
+
 /**
  * The connect-rate guard: at most `ratePerSecond` admissions on average, `burst` at once.
  * Refilled lazily from the clock on each take, so it needs no timer.
@@ -15,7 +18,8 @@ export class TokenBucket {
     // A clock stepped back refills nothing (and takes nothing back): elapsed time is never negative.
     this.tokens = Math.min(this.burst, this.tokens + Math.max(0, now - this.refilledAt) * this.ratePerSecond / 1000)
     this.refilledAt = now
-    if (this.tokens < 1) return false
+    // Within a rounding error of a whole token is one: 4298.015275 − 3298.015275 is 999.9999999999996.
+    if (this.tokens < 1 - ROUNDING) return false
     this.tokens -= 1
     return true
   }
