@@ -77,7 +77,9 @@ t.test('broadcasts to a per-request stream whose reader keeps up never drop it: 
   const budget = 256 * 1024
   let pulled = 0
   const { app, port } = await start(t, { maxBufferedBytes: budget }, (app) => route(app, () => ({
-    stream: (async function * () { for (;;) { pulled++; yield { data: 'x'.repeat(30) } } })()
+    // 500-byte items: the socket's buffers (megabytes on loopback) fill in thousands of pulls, not
+    // a hundred thousand a loaded machine takes tens of seconds over.
+    stream: (async function * () { for (;;) { pulled++; yield { data: 'x'.repeat(500) } } })()
   })))
   const reader = rawStream(port, '/s')
   t.teardown(() => reader.socket.destroy())
@@ -87,7 +89,7 @@ t.test('broadcasts to a per-request stream whose reader keeps up never drop it: 
     const stalled = pulled === stalledAt
     stalledAt = pulled
     return stalled && pulled > 100
-  }, 10_000)
+  }, 30_000)
   for (let i = 0; i < 20; i++) t.equal((await app.sse.broadcast('b'.repeat(200))).delivered, 1, `broadcast ${i} queued`)
   t.equal(app.sse.stats().dropped, 0, 'the stream was not dropped as slow')
   reader.socket.resume()
