@@ -476,13 +476,17 @@ export class RedisBus implements Bus {
       }
     }
     if (!this.continuity.checked(epoch)) return
-    const from = this.continuity.epoch
-    // The epoch left may hold events after this reader's cursor (published before the new epoch's
-    // marker, as when the check itself starts the epoch): delivered first, in order, so the
-    // marker can prove nothing was lost. Only that epoch's, at most a read's worth.
-    const rest = await this.reader.xrange(this.streamKey, `(${this.continuity.cursor}`, `(${marker}`, 'COUNT', READ_COUNT) as StreamEntry[]
-    const until = rest.findIndex(([, fields]) => placeOf(fields).epoch !== from)
-    await this.deliverPaced(until === -1 ? rest : rest.slice(0, until))
+    // The stream may hold entries after this reader's cursor and before the new epoch's marker:
+    // the rest of the epoch left (as when the check itself starts the epoch), and whole epochs
+    // other instances started meanwhile (a slot migration: each publisher vouches with the node it
+    // knows, one after the other). Delivered first, in order, each marker judged as read, so the
+    // new marker can prove nothing was lost; a step not judged (a sequence gone back, a marker
+    // trimmed) stops there and the marker decides.
+    for (let page = READ_COUNT; page === READ_COUNT && !this.continuity.checkDue && !this.closed;) {
+      const rest = await this.reader.xrange(this.streamKey, `(${this.continuity.cursor}`, `(${marker}`, 'COUNT', READ_COUNT) as StreamEntry[]
+      page = rest.length
+      await this.deliverPaced(rest)
+    }
     if (this.closed) return
     // An entry there not judged (a sequence gone back) is not read again: the marker decides.
     this.continuity.checked(epoch)
