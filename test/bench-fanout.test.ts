@@ -14,7 +14,7 @@ import { STREAM_PATH } from '../benchmarks/lib/fanout/contenders/contender'
 import { areaOf, shortUrl } from '../benchmarks/fanout/cpu-profile'
 import { benchEvent, EVENT_FRAME_BYTES, STAMP_MARKER } from '../benchmarks/lib/fanout/payload'
 import { FULL_PLAN, parseArgs, QUICK_PLAN, type FanoutPlan } from '../benchmarks/fanout/plan'
-import { isBurstRow, RATIO_FIELDS, writeFanoutReport, type FanoutRow } from '../benchmarks/fanout/report'
+import { backToBackRounds, fanoutMarkdown, isBurstRow, RATIO_FIELDS, writeFanoutReport, type FanoutResults, type FanoutRow } from '../benchmarks/fanout/report'
 import { combineRounds, median } from '../benchmarks/lib/fanout/rounds'
 import { runFanout } from '../benchmarks/fanout/run'
 import { StampScanner } from '../benchmarks/lib/fanout/stamp-scanner'
@@ -135,6 +135,18 @@ t.test('rounds combine into medians; delivery keeps its worst round', async (t) 
   t.equal(median([4, 1, 3, 2]), 2.5)
   t.throws(() => combineRounds([]), /no rounds to combine/)
   t.throws(() => median([]), /median of no values/)
+})
+
+t.test('back-to-back figures round by round, each against the raw loop of its own round', async (t) => {
+  const row = (contender: string, fastP99Ms: number, eventsPerSec: number): CaseResult => ({ contender, clients: 10, fastP99Ms, eventsPerSec } as unknown as CaseResult)
+  const rounds = backToBackRounds([
+    { round: 1, row: row('raw', 10, 100) }, { round: 2, row: row('raw', 40, 50) },
+    { round: 1, row: row('tower-sse', 5, 150) }, { round: 2, row: row('tower-sse', 44, 60) }
+  ])
+  t.same(rounds.filter((r) => r.contender === 'tower-sse').map((r) => [r.round, r.ratios.fastP99Ms, r.ratios.eventsPerSec]), [[1, 0.5, 1.5], [2, 1.1, 1.2]])
+  const results = { finishedAt: '2026-12-03T00:00:00.000Z', plan: { ...QUICK_PLAN, rounds: 2 }, rows: [], backToBackRounds: rounds, environment: { node: 'v20', platform: 'linux', cpu: 'x', cores: 2, versions: {} } } as unknown as FanoutResults
+  t.match(fanoutMarkdown(results), /\| tower-sse \| 10 \| 5\.00 \(×0\.50\) \| 44\.00 \(×1\.10\) \| 150\.0 \(×1\.50\) \| 60\.0 \(×1\.20\) \|/, 'each round\'s column, in round order')
+  t.notMatch(fanoutMarkdown({ ...results, plan: { ...QUICK_PLAN, rounds: 1 } }), /round by round/, 'a one-round run has nothing to add to its medians')
 })
 
 t.test('small shared helpers', async (t) => {

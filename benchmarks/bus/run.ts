@@ -13,9 +13,8 @@ import { Redis } from 'ioredis'
 import { startRedis } from '../lib/redis-server'
 import { Histogram } from '../lib/histogram'
 import { IpcClient } from '../lib/ipc'
-import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
-import { repoRoot } from '../lib/repo-root'
-import { resultsDir } from '../lib/results-files'
+import { endLoadRecord } from '../lib/machine-load'
+import { startBenchRun } from '../lib/bench-run'
 import { spawnSibling } from '../lib/spawn-sibling'
 import type { Mark, OpenLoopReply, StartReply } from './instance'
 import { inFlightFor, parseArgs, setupsOf, USAGE, type BusPlan, type BusSetup } from './plan'
@@ -192,15 +191,9 @@ async function redisVersion (url: string): Promise<string> {
 }
 
 async function main (): Promise<void> {
-  const { force, argv } = takeForce(process.argv.slice(2))
-  const { plan, outDir, help, targeted, cpuProfile } = parseArgs(argv)
-  if (help) {
-    process.stdout.write(`${USAGE}\n`)
-    return
-  }
-  const root = repoRoot(__dirname)
-  const committed = path.join(root, 'benchmarks', 'results')
-  const load = startLoadRecord(resultsDir(root, outDir, plan.name === 'quick' || targeted), committed, force)
+  const run = startBenchRun(process.argv.slice(2), parseArgs, USAGE, __dirname)
+  if (run === null) return
+  const { args: { plan, cpuProfile }, load } = run
   const profileDir = cpuProfile ? path.join(load.dir, 'bus-profiles') : null
   if (profileDir !== null) mkdirSync(profileDir, { recursive: true })
   const started = Date.now()

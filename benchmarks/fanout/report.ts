@@ -39,6 +39,35 @@ export interface FanoutResults {
   rows: Array<FanoutRow | BurstRow>
   /** tower-sse with and without metrics, interleaved in one process (runs with the tower-sse+metrics contender). */
   metricsAB?: MetricsAB[]
+  /** Back-to-back events round by round (the rows hold each figure's median), each against its own round's raw loop. */
+  backToBackRounds?: BackToBackRound[]
+}
+
+/** One contender's back-to-back phase in one round. */
+export interface BackToBackRound {
+  contender: ContenderName
+  clients: number
+  /** 1-based. */
+  round: number
+  fastP99Ms: number
+  eventsPerSec: number
+  /** ÷ raw's at the same stream count in the same round; null without a raw row. */
+  ratios: { fastP99Ms: number | null, eventsPerSec: number | null }
+}
+
+/** The back-to-back figures of every case in every round, each against the raw loop of its round. */
+export function backToBackRounds (rounds: Array<{ round: number, row: CaseResult }>): BackToBackRound[] {
+  return rounds.map(({ round, row }) => {
+    const base = rounds.find((r) => r.round === round && r.row.clients === row.clients && r.row.contender === BASELINE)?.row
+    return {
+      contender: row.contender,
+      clients: row.clients,
+      round,
+      fastP99Ms: row.fastP99Ms,
+      eventsPerSec: row.eventsPerSec,
+      ratios: ratiosTo(row, base, ['fastP99Ms', 'eventsPerSec'] as const)
+    }
+  })
 }
 
 export function isBurstRow (row: FanoutRow | BurstRow): row is BurstRow {
@@ -141,6 +170,36 @@ function burstMarkdown (results: FanoutResults): string[] {
   ]
 }
 
+/** Back-to-back p99 and events/s in every round, so a median cannot hide one bad round. */
+function roundsMarkdown (results: FanoutResults): string[] {
+  const rounds = results.backToBackRounds ?? []
+  if (results.plan.rounds < 2 || rounds.length === 0) return []
+  const numbers = [...new Set(rounds.map((r) => r.round))].sort((a, b) => a - b)
+  const ratio = (value: number, by: number | null, digits: number): string =>
+    `${value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })}${by === null ? '' : ` (×${by.toFixed(2)})`}`
+  const cases = [...new Map(rounds.map((r) => [`${r.clients} ${r.contender}`, r])).values()]
+  const table = markdownTable(
+    ['contender', 'streams', ...numbers.map((n) => `round ${n} p99 ms`), ...numbers.map((n) => `round ${n} events/s`)],
+    cases.map(({ contender, clients }) => {
+      const of = (n: number): BackToBackRound | undefined => rounds.find((r) => r.round === n && r.contender === contender && r.clients === clients)
+      return [
+        contender,
+        clients.toLocaleString('en-US'),
+        ...numbers.map((n) => { const r = of(n); return r === undefined ? '–' : ratio(r.fastP99Ms, r.ratios.fastP99Ms, 2) }),
+        ...numbers.map((n) => { const r = of(n); return r === undefined ? '–' : ratio(r.eventsPerSec, r.ratios.eventsPerSec, 1) })
+      ]
+    }),
+    ['left', 'right', ...numbers.map(() => 'right' as const), ...numbers.map(() => 'right' as const)]
+  )
+  return [
+    '#### Back-to-back events, round by round',
+    '',
+    table,
+    '- (×n) = ÷ the raw loop\'s figure at the same stream count **in the same round**; the table above holds the medians.',
+    ''
+  ]
+}
+
 /** `min–max` of some figures, one decimal. */
 function span (values: number[]): string {
   return `${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)}`
@@ -199,6 +258,7 @@ export function fanoutMarkdown (results: FanoutResults): string {
     `- ${env.platform}, ${env.cpu} × ${env.cores}, Node ${env.node}; ${versions}.`,
     ...metricsNote(results),
     '',
+    ...roundsMarkdown(results),
     ...burstMarkdown(results)
   ].join('\n')
 }

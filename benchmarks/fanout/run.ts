@@ -13,7 +13,7 @@ import { measureCase, type MeasuredCase } from './case'
 import { areas, topFrames, type CpuProfile, type FrameTime } from './cpu-profile'
 import { parseArgs, USAGE, type FanoutPlan } from './plan'
 import { combineRounds } from '../lib/fanout/rounds'
-import { fanoutResults, writeFanoutReport, type FanoutResults } from './report'
+import { backToBackRounds, fanoutResults, writeFanoutReport, type FanoutResults } from './report'
 
 export type Log = (line: string) => void
 
@@ -50,6 +50,8 @@ export async function runFanout (plan: FanoutPlan, log: Log = logToStderr, profi
   const cases = rounds.map((caseRounds) => combineRounds(caseRounds.map((r) => r.steady)))
   const bursts = rounds.flatMap((caseRounds) => plan.burst.sizes.map((_, i) => combineRounds(caseRounds.map((r) => r.bursts[i]))))
   const results = fanoutResults(plan, cases, bursts)
+  results.backToBackRounds = backToBackRounds(plan.clients.flatMap((clients) => plan.contenders.flatMap((contender) =>
+    (measured.get(`${contender} ${clients}`) ?? []).map((m, i) => ({ round: i + 1, row: m.steady })))))
   if (plan.contenders.includes('tower-sse+metrics')) {
     results.metricsAB = []
     // Separate rows measure each contender in its own processes minutes apart; the ±5% target is judged on this.

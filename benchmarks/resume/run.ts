@@ -14,9 +14,8 @@ import { Redis } from 'ioredis'
 import { startRedis } from '../lib/redis-server'
 import { Histogram } from '../lib/histogram'
 import { IpcClient } from '../lib/ipc'
-import { endLoadRecord, startLoadRecord, takeForce } from '../lib/machine-load'
-import { repoRoot } from '../lib/repo-root'
-import { resultsDir } from '../lib/results-files'
+import { endLoadRecord } from '../lib/machine-load'
+import { startBenchRun } from '../lib/bench-run'
 import { spawnSibling } from '../lib/spawn-sibling'
 import type { AnswersReply, ResumeReply } from './client'
 import { runCompare } from './compare'
@@ -276,15 +275,9 @@ function packageVersion (root: string, name: string): string {
 }
 
 async function main (): Promise<void> {
-  const { force, argv } = takeForce(process.argv.slice(2))
-  const { plan, outDir, help, targeted } = parseArgs(argv)
-  if (help) {
-    process.stdout.write(`${USAGE}\n`)
-    return
-  }
-  const root = repoRoot(__dirname)
-  const committed = path.join(root, 'benchmarks', 'results')
-  const load = startLoadRecord(resultsDir(root, outDir, plan.name === 'quick' || targeted), committed, force)
+  const run = startBenchRun(process.argv.slice(2), parseArgs, USAGE, __dirname)
+  if (run === null) return
+  const { args: { plan }, load, root } = run
   const started = Date.now()
   const redis = await startRedis()
   const stats = new RedisStats(redis.url)

@@ -3,9 +3,9 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import type { ChildProcess } from 'node:child_process'
 import { freePort } from '../free-port'
-import { startLoadRecord, takeForce, type LoadRecord } from '../machine-load'
+import type { LoadRecord } from '../machine-load'
+import { startBenchRun, type BenchArgs } from '../bench-run'
 import { repoRoot } from '../repo-root'
-import { resultsDir } from '../results-files'
 import { killGroup, spawnGroup, waitFor } from '../processes'
 
 const START_TIMEOUT_MS = 30_000
@@ -157,21 +157,13 @@ export function builtTowerCli (fromDir: string): { root: string, cli: string } {
 }
 
 /**
- * A Tower benchmark's start: prints `usage` and returns null for --help; otherwise the plan, the
- * built CLI and the load record, which says where results go (results/tmp/ for a quick or targeted
- * run, or one started on a busy machine without --force).
+ * A Tower benchmark's start (see startBenchRun): null for --help; otherwise the plan, the built
+ * CLI and the load record.
  */
 export function towerBench<Plan extends { name: string }> (
-  argv: readonly string[], parse: (argv: string[]) => { plan: Plan, outDir: string | null, help: boolean, targeted: boolean },
-  usage: string, fromDir: string
+  argv: readonly string[], parse: (argv: string[]) => BenchArgs<Plan>, usage: string, fromDir: string
 ): { plan: Plan, cli: string, load: LoadRecord } | null {
-  const { force, argv: rest } = takeForce(argv)
-  const args = parse(rest)
-  if (args.help) {
-    process.stdout.write(usage)
-    return null
-  }
-  const { root, cli } = builtTowerCli(fromDir)
-  const dir = resultsDir(root, args.outDir, args.plan.name === 'quick' || args.targeted)
-  return { plan: args.plan, cli, load: startLoadRecord(dir, resultsDir(root, null, false), force) }
+  const run = startBenchRun(argv, parse, usage, fromDir)
+  if (run === null) return null
+  return { plan: run.args.plan, cli: builtTowerCli(fromDir).cli, load: run.load }
 }
