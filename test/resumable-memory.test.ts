@@ -54,7 +54,7 @@ t.test('memory log: record creates the log for its owner, appends in order, refu
   const log = new MemoryLog()
   t.teardown(() => log.close())
   const changed: string[] = []
-  log.watch((id) => changed.push(id ?? '*'))
+  log.watch((id, ended) => changed.push(`${id ?? '*'}${ended ? ' ended' : ''}`))
   t.equal(await log.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'a' }]), 1)
   t.equal(await log.record('m1', 'alice', 60_000, 'ignored', [{ data: 'b' }, { data: 'c' }]), 3)
   const read = await log.read('m1', 0, 10)
@@ -65,7 +65,7 @@ t.test('memory log: record creates the log for its owner, appends in order, refu
   t.equal(await log.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'd' }]), null, 'a cancelled log takes nothing')
   t.same((await log.read('m1', 0, 10))?.entries.map((e) => e.kind), ['event', 'event', 'event', 'end'])
   await sleep(0)
-  t.same(changed, ['m1', 'm1', 'm1'], 'each record and the end are told')
+  t.same(changed, ['m1', 'm1', 'm1 ended'], 'each record and the end are told, the end as one')
 })
 
 t.test('memory log: a recorded log expires ttlMs after its last record, not its first', async (t) => {

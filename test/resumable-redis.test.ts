@@ -191,7 +191,7 @@ async function twoLogs (t: Test, key: string): Promise<{ a: RedisLog, b: RedisLo
 t.test('redis log: record appends from any instance, in one sequence; append stays its producer\'s alone', async (t) => {
   const { a, b } = await twoLogs(t, 'record')
   const heard: string[] = []
-  b.watch((id) => heard.push(id ?? '*'))
+  b.watch((id, ended) => heard.push(`${id ?? '*'}${ended ? ' ended' : ''}`))
   // B hears once it has used its log (a first read starts its listener).
   await b.read('warm', 0, 0)
   await until('B listening', async () => (await a.record('warm', 'alice', 60_000, 'w', [{ data: 'w' }])) !== null && heard.includes('warm'))
@@ -213,7 +213,8 @@ t.test('redis log: record appends from any instance, in one sequence; append sta
   t.equal(await a.append('answer', [{ data: 'x' }]), 1)
   t.equal(await b.finish('m1', { kind: 'cancelled' }), true)
   t.equal(await a.record('m1', 'alice', 60_000, 'stream-1', [{ data: 'late' }]), null, 'a cancelled log takes nothing')
-  await waitFor('each record told on B', () => heard.filter((id) => id === 'm1').length === 4)
+  await waitFor('each record and the end told on B', () => heard.filter((id) => id.startsWith('m1')).length === 4)
+  t.same(heard.filter((id) => id.startsWith('m1')), ['m1', 'm1', 'm1', 'm1 ended'], 'the end told as one, the records not')
 })
 
 t.test('redis log: one create per id, one end, nothing appended after it, a read after n starts at n + 1, an ended log kept its ttlMs', async (t) => {

@@ -42,6 +42,9 @@ export interface LogRead {
   readonly first: number
 }
 
+/** A log moved: `id` appended to or ended (`ended`), or null when any may have moved unheard. */
+export type LogChanged = (id: string | null, ended: boolean) => void
+
 /** Entries a log keeps at most; a resume from before the oldest kept gets a resync. */
 export const MAX_LOG_ENTRIES = 100_000
 
@@ -72,10 +75,11 @@ export interface ResumableLog {
   /** Entries after `after`, at most `limit`; null when there is no such log (never was, or expired). */
   read: (id: string, after: number, limit: number) => Promise<LogRead | null>
   /**
-   * Calls `changed(id)` whenever a log is appended to or ended, on any instance: a hint to read;
-   * `changed(null)` when any log may have moved unheard (a shared log's listener just (re)connected).
+   * Calls `changed(id, ended)` whenever a log is appended to (`ended` false) or ended (true), on any
+   * instance: a hint to read; `changed(null, false)` when any log may have moved unheard (a shared
+   * log's listener just (re)connected).
    */
-  watch: (changed: (id: string | null) => void) => void
+  watch: (changed: LogChanged) => void
   /** Proves this instance's producers of `ids` alive (a shared log; the memory log has nothing to prove). */
   heartbeat: (ids: readonly string[]) => Promise<void>
   /** Ends, as `error` TOWER_SSE_PRODUCER_LOST, each log of `ids` still running whose producer has not proven itself alive for `silentMs`. */

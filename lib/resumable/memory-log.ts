@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { MAX_LOG_ENTRIES, type LogEntry, type LoggedEvent, type LogMeta, type LogOutcome, type LogRead, type ResumableLog } from './log'
+import { MAX_LOG_ENTRIES, type LogChanged, type LogEntry, type LoggedEvent, type LogMeta, type LogOutcome, type LogRead, type ResumableLog } from './log'
 
 interface Kept {
   owner: string
@@ -20,7 +20,7 @@ interface Kept {
  */
 export class MemoryLog implements ResumableLog {
   private readonly logs = new Map<string, Kept>()
-  private readonly watchers: Array<(id: string | null) => void> = []
+  private readonly watchers: LogChanged[] = []
   private readonly key = randomBytes(32)
 
   async secret (): Promise<Buffer> {
@@ -62,7 +62,7 @@ export class MemoryLog implements ResumableLog {
     kept.entries.push({ seq: ++kept.last, kind: 'end', outcome })
     clearTimeout(kept.expiry)
     kept.expiry = this.expire(id, kept)
-    this.changed(id)
+    this.changed(id, true)
     return true
   }
 
@@ -73,7 +73,7 @@ export class MemoryLog implements ResumableLog {
     return { meta: metaOf(kept), entries: kept.entries.slice(from, from + limit), first: kept.first }
   }
 
-  watch (changed: (id: string | null) => void): void {
+  watch (changed: LogChanged): void {
     this.watchers.push(changed)
   }
 
@@ -93,7 +93,7 @@ export class MemoryLog implements ResumableLog {
       kept.entries.splice(0, over)
       kept.first += over
     }
-    this.changed(id)
+    this.changed(id, false)
     return kept.last
   }
 
@@ -102,9 +102,9 @@ export class MemoryLog implements ResumableLog {
     return setTimeout(() => { if (this.logs.get(id) === kept) this.logs.delete(id) }, kept.ttlMs).unref()
   }
 
-  private changed (id: string): void {
+  private changed (id: string, ended: boolean): void {
     // After the caller's await resumes, as a shared log's notice would come: never inside append().
-    queueMicrotask(() => { for (const watcher of this.watchers) watcher(id) })
+    queueMicrotask(() => { for (const watcher of this.watchers) watcher(id, ended) })
   }
 }
 

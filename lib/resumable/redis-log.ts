@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { disconnectQuietly, whenReady, type RedisConnection } from '../bus/redis/connection'
 import { keyPrefix } from '../bus/redis/keys'
-import { MAX_LOG_ENTRIES, type LogEntry, type LoggedEvent, type LogMeta, type LogOutcome, type LogRead, type ResumableLog } from './log'
+import { MAX_LOG_ENTRIES, type LogChanged, type LogEntry, type LoggedEvent, type LogMeta, type LogOutcome, type LogRead, type ResumableLog } from './log'
 
 /**
  * The resumable streams' logs in Redis, shared by every instance on the bus. Each stream has a
@@ -105,7 +105,7 @@ end
 redis.call('HSET', KEYS[1], 'st', ARGV[2], 'n', n)
 redis.call('PEXPIRE', KEYS[1], m[5])
 redis.call('PEXPIRE', KEYS[2], m[5])
-redis.call('PUBLISH', ARGV[6], ARGV[7])
+redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' end')
 return 1
 `
 
@@ -133,7 +133,7 @@ export class RedisLog implements ResumableLog {
   private readonly channel: string
   private listener: RedisConnection | null = null
   private closed = false
-  private readonly watchers: Array<(id: string | null) => void> = []
+  private readonly watchers: LogChanged[] = []
 
   /** `release`: closes `redis` when the log closes (a connection of its own); a connection lent to it stays open. */
   constructor (private readonly redis: RedisConnection, private readonly redisKey: string, private readonly release: () => void = () => {}) {
@@ -197,7 +197,7 @@ export class RedisLog implements ResumableLog {
     return { meta: { owner: o, running: st === 'run', last: Number(n), label: l ?? undefined }, entries, first }
   }
 
-  watch (changed: (id: string | null) => void): void {
+  watch (changed: LogChanged): void {
     this.watchers.push(changed)
   }
 
@@ -212,11 +212,16 @@ export class RedisLog implements ResumableLog {
     const listener = (this.redis as { duplicate: () => RedisConnection }).duplicate()
     this.listener = listener
     listener.on('error', () => {})
-    listener.on('message', (_channel: string, id: string) => { for (const watcher of this.watchers) watcher(id) })
+    // An append's notice is the log's id; an end's, the id and " end" (ids hold no space).
+    listener.on('message', (_channel: string, notice: string) => {
+      const ended = notice.endsWith(' end')
+      const id = ended ? notice.slice(0, -' end'.length) : notice
+      for (const watcher of this.watchers) watcher(id, ended)
+    })
     // On each connect (the bus's connections queue nothing while down): subscribing twice is harmless.
     listener.on('ready', () => {
       // Whatever moved before this subscription (or while it was down) was not heard: every reader reads again.
-      listener.subscribe(this.channel).then(() => { for (const watcher of this.watchers) watcher(null) }, () => {})
+      listener.subscribe(this.channel).then(() => { for (const watcher of this.watchers) watcher(null, false) }, () => {})
     })
     if (listener.status === 'wait') listener.connect().catch(() => {})
   }

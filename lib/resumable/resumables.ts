@@ -70,7 +70,7 @@ export class Resumables {
     this.starting ??= this.log.secret().then((secret) => {
       if (this.closed) throw new Error('tower-sse: resumable streams are closed')
       this.seal = new IdSeal(secret)
-      this.log.watch((id) => this.changed(id))
+      this.log.watch((id, ended) => this.changed(id, ended))
       this.timer = setInterval(() => this.prove(), HEARTBEAT_MS).unref()
       return this.seal
     }).finally(() => { this.starting = null })
@@ -301,15 +301,19 @@ export class Resumables {
     }
   }
 
-  /** A log changed (null: any may have): wake its followers here; a producer here learns whether it was cancelled. */
-  private changed (id: string | null): void {
+  /**
+   * A log changed (null: any may have): wake its followers here. A producer here stops when its
+   * log ended elsewhere (a cancel): only an end's notice is read for that, never an append's — its
+   * own appends would cost it a read each.
+   */
+  private changed (id: string | null, ended: boolean): void {
     if (id === null) {
       for (const wakes of this.following.values()) for (const wake of wakes) wake()
       return
     }
     this.wake(id)
     const produced = this.produced.get(id)
-    if (produced === undefined) return
+    if (produced === undefined || !ended) return
     void this.log.read(id, Number.MAX_SAFE_INTEGER, 0).then((read) => {
       if (read === null || !read.meta.running) produced.controller.abort('cancelled')
     }, () => {})
