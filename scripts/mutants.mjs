@@ -1157,5 +1157,38 @@ export const MUTANTS = [
     replace: '',
     why: 'a broadcast named `end` is published',
     tests: ['test/per-request-trust.test.ts']
+  },
+  // Issue 44's last round: what the busy runs and bench:resume found.
+  {
+    id: 'redis-check-reads-across-epochs',
+    file: 'lib/bus/redis/redis-bus.ts',
+    find: 'page === READ_COUNT && !this.continuity.checkDue',
+    replace: 'page === -1 && !this.continuity.checkDue',
+    why: 'a check that finds a new epoch skips the epochs other instances started meanwhile: a resync with nothing lost',
+    tests: ['test/bus-continuity.test.ts']
+  },
+  {
+    id: 'resumable-cancel-read-on-end',
+    file: 'lib/resumable/resumables.ts',
+    find: 'if (produced === undefined || !ended) return',
+    replace: 'if (produced === undefined || ended) return',
+    why: 'a cancel from another instance never stops the producer where it runs',
+    tests: ['test/resumable-redis.test.ts']
+  },
+  {
+    id: 'resumable-pump-turns',
+    file: 'lib/resumable/resumables.ts',
+    find: 'if (pulls % PULLS_PER_TURN === 0) await nextTurn()',
+    replace: 'if (pulls % PULLS_PER_TURN === -1) await nextTurn()',
+    why: 'an always-ready producer holds the event loop until its answer is pulled (the bus probe unread, streams refused as deaf)',
+    tests: ['test/resumable-memory.test.ts']
+  },
+  {
+    id: 'per-request-pump-turns',
+    file: 'lib/route/per-request.ts',
+    find: 'if (pulls % PULLS_PER_TURN === 0) await nextTurn()',
+    replace: 'if (pulls % PULLS_PER_TURN === -1) await nextTurn()',
+    why: 'an always-ready per-request iterable holds the event loop until its budget is full',
+    tests: ['test/per-request-trust.test.ts']
   }
 ]

@@ -97,6 +97,22 @@ t.test('broadcasts to a per-request stream whose reader keeps up never drop it: 
   t.equal(app.sse.stats().dropped, 0)
 })
 
+t.test('an always-ready iterable lets the event loop turn while it fills its budget: a timer set as it starts fires before it ends', async (t) => {
+  const TOTAL = 3000
+  let pulled = 0
+  let pulledWhenTimerFired = -1
+  const { port } = await start(t, {}, (app) => route(app, () => ({
+    stream: (async function * () {
+      setImmediate(() => { pulledWhenTimerFired = pulled })
+      for (; pulled < TOTAL; pulled++) yield { data: `row ${pulled}` }
+    })()
+  })))
+  const reader = await connect(port, '/s')
+  await reader.ended
+  t.equal(reader.events.filter((e) => e.event === undefined).length, TOTAL, 'every event delivered, then the end')
+  t.ok(pulledWhenTimerFired >= 0 && pulledWhenTimerFired < TOTAL, `the loop turned with ${pulledWhenTimerFired} of ${TOTAL} pulled`)
+})
+
 t.test('an item that can never fit the budget: logged, told as `event: error`, closed with a retry: — not dropped as a slow client', async (t) => {
   // `data: <4088 bytes>\n\n`: a frame of exactly the budget fits it (once nothing else is unsent).
   const exact = 'e'.repeat(4096 - 'data: \n\n'.length)

@@ -46,6 +46,28 @@ t.test('memory: an answer resumed after a cut gets the rest once, in order, with
   t.equal(stranger.status, 404)
 })
 
+t.test('a producer that is always ready lets the event loop turn while it runs: a timer set as it starts fires before it ends', async (t) => {
+  const app = Fastify({ logger: false })
+  await app.register(towerSse, withTestClocks({ path: false, heartbeatMs: 60_000 }, { random: () => 0.5 }))
+  const TOTAL = 3000
+  let pulled = 0
+  let pulledWhenTimerFired = -1
+  app.post('/canned', { eventStream: true }, (_request, reply) => reply.eventStream.subscribe({
+    resumable: true,
+    stream: () => (async function * () {
+      // Every event ready at once, as a buffered cursor's: nothing here waits on I/O.
+      setImmediate(() => { pulledWhenTimerFired = pulled })
+      for (; pulled < TOTAL; pulled++) yield { data: `row ${pulled}` }
+    })()
+  }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const reader = await connect((app.server.address() as AddressInfo).port, '/canned', {}, { method: 'POST' })
+  await reader.ended
+  t.equal(reader.events.filter((e) => e.event === undefined).length, TOTAL, 'every event delivered')
+  t.ok(pulledWhenTimerFired >= 0 && pulledWhenTimerFired < TOTAL, `the loop turned with ${pulledWhenTimerFired} of ${TOTAL} pulled`)
+})
+
 // The log's `record` (tower-sse/mcp's append): no producer, no end, kept ttlMs past its last event.
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { dataText, encodeEvent, encodeText, checkEventName, type SseEvent } from '../events/encoder'
 import type { Subscriber } from '../streams/subscriber'
 import { SingleFlight } from '../shared/single-flight'
+import { nextTurn, PULLS_PER_TURN } from '../shared/slices'
 import { IdSeal, isStreamId, newStreamId, ownerHash, parseResumableEventId } from './resumable-id'
 import type { LogEntry, LoggedEvent, LogOutcome, LogRead, ResumableLog } from './log'
 import type { StreamSource } from '../events/event-source'
@@ -270,7 +271,7 @@ export class Resumables {
       })
     }
     try {
-      for (;;) {
+      for (let pulls = 1; ; pulls++) {
         const next = await abortable(iterator.next(), controller.signal)
         if (next === undefined || stopped) {
           stopped = true
@@ -280,6 +281,7 @@ export class Resumables {
         unwritten.push(logged(next.value))
         flush()
         while (unwritten.length >= MAX_UNWRITTEN && writing !== null) await writing
+        if (pulls % PULLS_PER_TURN === 0) await nextTurn()
       }
       while (writing !== null) await writing
     } catch (error) {

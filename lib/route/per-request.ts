@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { encodeAppEvent, encodeEvent, type SseEvent } from '../events/encoder'
 import type { Subscriber } from '../streams/subscriber'
 import { StreamSourceError } from '../errors'
+import { nextTurn, PULLS_PER_TURN } from '../shared/slices'
 import type { PerRequestStream, StreamContext, StreamSource } from '../events/event-source'
 
 export type { PerRequestStream, StreamContext, StreamSource }
@@ -73,7 +74,9 @@ export async function pump (subscriber: Subscriber, source: StreamSource, log: F
   }
   // A Readable is destroyed: its iterator's return() would wait for data that may never come.
   subscriber.whenOver(() => attempt(log, 'stopping a per-request stream', () => stopOf(iterable)?.call(iterable) ?? iterator.return?.()))
-  for (;;) {
+  for (let pulls = 1; ; pulls++) {
+    // An always-ready iterable would otherwise fill the whole budget (and many streams, the loop) in one turn.
+    if (pulls % PULLS_PER_TURN === 0) await nextTurn()
     let next: IteratorResult<SseEvent> | undefined
     try {
       next = await subscriber.whileOpen(iterator.next())

@@ -1,4 +1,17 @@
 /**
+ * Items a pump pulls from an app's iterable before it lets the event loop turn (nextTurn): an
+ * iterable that is always ready (a buffered cursor, a canned answer) resolves in microtasks only,
+ * and a thousand of them pulling a thousand events each held the loop for seconds (bench:resume:
+ * the bus's receive probe unread past its deadline, streams refused TOWER_SSE_BUS_DEAF).
+ */
+export const PULLS_PER_TURN = 64
+
+/** Resolves in the event loop's next turn (its check phase), after the I/O and timers now due. */
+export function nextTurn (): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
+}
+
+/**
  * Runs `each` over `items` in slices of `size`, one slice per turn of the event loop (setImmediate),
  * so a pass over tens of thousands of streams never holds the loop for the whole pass: I/O and
  * timers run between slices. The first slice runs at once. Returns a cancel for what is left, or

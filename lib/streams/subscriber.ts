@@ -1,6 +1,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { endAndClose, openUntilClose } from '../platform/server-closes-first'
 import { hasLeft, unsentBytes } from '../platform/internals'
+import { nextTurn } from '../shared/slices'
 import type { CloseReason } from '../observe/vocabulary'
 import { responseSink, sinkOf, type StreamSink } from '../platform/stream-sink'
 import type { TurnQueue, TurnTarget, WriteCoalescer } from './write-coalescer'
@@ -227,7 +228,7 @@ export class Subscriber implements SseClientInfo, TurnTarget {
       if (this.sink.needsDrain) {
         await this.whileOpen(new Promise<void>((resolve) => this.sink.onceDrained(resolve)))
       } else {
-        await new Promise<void>((resolve) => setImmediate(resolve))
+        await nextTurn()
       }
     }
     return !this.finished

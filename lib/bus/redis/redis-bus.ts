@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { randomName } from '../../shared/random-id'
+import { nextTurn } from '../../shared/slices'
 import { disconnectQuietly, isCluster, openBusConnections, whenReady, CONNECT_TIMEOUT_MS, type OwnConnection, type RedisConnection } from './connection'
 import { keyPrefix } from './keys'
 import { redactRedisUrl } from './url'
@@ -450,7 +451,7 @@ export class RedisBus implements Bus {
       if (this.closed) return
       if (bytes >= CATCH_UP_SLICE_BYTES) {
         bytes = 0
-        await new Promise((resolve) => setImmediate(resolve))
+        await nextTurn()
       }
       bytes += fieldOf(fields, 'd')?.length ?? 0
       this.deliverEntry(id, fields)
