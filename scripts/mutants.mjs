@@ -114,9 +114,17 @@ export const MUTANTS = [
   {
     id: 'admission-token-below-one',
     file: 'lib/admission/token-bucket.ts',
-    find: 'if (this.tokens < 1) return false',
+    find: 'if (this.tokens < 1 - ROUNDING) return false',
     replace: 'if (this.tokens <= 1) return false',
     why: 'the last whole token of the burst is refused',
+    tests: ['test/token-bucket.test.ts']
+  },
+  {
+    id: 'admission-token-rounding',
+    file: 'lib/admission/token-bucket.ts',
+    find: 'if (this.tokens < 1 - ROUNDING) return false',
+    replace: 'if (this.tokens < 1) return false',
+    why: 'a second on a fractional monotonic clock refills 0.9999999999999996 of a token, and it is refused',
     tests: ['test/token-bucket.test.ts']
   },
   {
