@@ -1,8 +1,8 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { TestApp } from './fixtures/app'
 import { instance, liveInstance, open, reaches, received, relayedPair, server } from './fixtures/bus-instances'
 import { isReader } from '../benchmarks/lib/fault-relay'
-import { startPausableProxy } from './fixtures/pausable-proxy'
+import { startPausableProxy, type PausableProxy } from './fixtures/pausable-proxy'
 import type { RedisServer } from '../benchmarks/lib/redis-server'
 import { connect, waitFor, type SseConnection } from './fixtures/sse-connection'
 
@@ -43,15 +43,20 @@ async function rollBackTail (redis: RedisServer, key: string, counterToo: boolea
   if (counterToo) await redis.command('HINCRBY', `{${key}}:meta`, 's', -1)
 }
 
-t.test('an instance behind when Redis restarts from a snapshot: its streams get what the snapshot kept, then read on; never a silent skip', async (t) => {
+/** A on a persistent Redis, B reaching it through a proxy the test can pause, a stream open on B. */
+async function behindAProxy (t: Test, key: string): Promise<{ redis: RedisServer, a: TestApp, proxy: PausableProxy, b: TestApp, onB: SseConnection }> {
   const redis = await server(t, { persistent: true })
-  const key = 'behind'
   const a = await instance(t, redis.url, key)
   const proxy = await startPausableProxy(redis.port)
   t.teardown(() => proxy.close())
   const b = await instance(t, proxy.url, key)
   const onB = await open(t, b)
   await waitFor('the stream on B', () => b.app.sse.size === 1)
+  return { redis, a, proxy, b, onB }
+}
+
+t.test('an instance behind when Redis restarts from a snapshot: its streams get what the snapshot kept, then read on; never a silent skip', async (t) => {
+  const { redis, a, proxy, onB } = await behindAProxy(t, 'behind')
   await publishRange(a, 0, 2)
   await waitFor('0-2 on B', () => onB.events.length === 3)
   // B's reader is cut off: 3-5 land in Redis (and in the snapshot) but B never delivers them.
@@ -71,14 +76,7 @@ t.test('an instance behind when Redis restarts from a snapshot: its streams get 
 })
 
 t.test('two epochs started while an instance was cut off: it delivers both, each marker proving the one before, no resync', async (t) => {
-  const redis = await server(t, { persistent: true })
-  const key = 'two-epochs'
-  const a = await instance(t, redis.url, key)
-  const proxy = await startPausableProxy(redis.port)
-  t.teardown(() => proxy.close())
-  const b = await instance(t, proxy.url, key)
-  const onB = await open(t, b)
-  await waitFor('the stream on B', () => b.app.sse.size === 1)
+  const { redis, a, proxy, b, onB } = await behindAProxy(t, 'two-epochs')
   await publishRange(a, 0, 1)
   await waitFor('0-1 on B', () => onB.events.length === 2)
   // While B is cut off, two restarts from a snapshot: each new server starts an epoch whose marker
