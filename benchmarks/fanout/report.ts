@@ -175,8 +175,6 @@ function roundsMarkdown (results: FanoutResults): string[] {
   const rounds = results.backToBackRounds ?? []
   if (results.plan.rounds < 2 || rounds.length === 0) return []
   const numbers = [...new Set(rounds.map((r) => r.round))].sort((a, b) => a - b)
-  const ratio = (value: number, by: number | null, digits: number): string =>
-    `${value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })}${by === null ? '' : ` (×${by.toFixed(2)})`}`
   const cases = [...new Map(rounds.map((r) => [`${r.clients} ${r.contender}`, r])).values()]
   const table = markdownTable(
     ['contender', 'streams', ...numbers.map((n) => `round ${n} p99 ms`), ...numbers.map((n) => `round ${n} events/s`)],
@@ -185,8 +183,8 @@ function roundsMarkdown (results: FanoutResults): string[] {
       return [
         contender,
         clients.toLocaleString('en-US'),
-        ...numbers.map((n) => { const r = of(n); return r === undefined ? '–' : ratio(r.fastP99Ms, r.ratios.fastP99Ms, 2) }),
-        ...numbers.map((n) => { const r = of(n); return r === undefined ? '–' : ratio(r.eventsPerSec, r.ratios.eventsPerSec, 1) })
+        ...numbers.map((n) => { const r = of(n); return r === undefined ? '–' : figure(r, 'fastP99Ms', 2) }),
+        ...numbers.map((n) => { const r = of(n); return r === undefined ? '–' : figure(r, 'eventsPerSec', 1) })
       ]
     }),
     ['left', 'right', ...numbers.map(() => 'right' as const), ...numbers.map(() => 'right' as const)]
